@@ -1,0 +1,32 @@
+# Two commands: `make book` builds the rendered book, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+VENDOR := book/_vendor
+
+.PHONY: book test clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+# The widget renderer JS, served locally so the book works offline (not under _static/:
+# Jupyter Book would inject every .js file there into every page).
+$(VENDOR)/.fetched:
+	bash book/fetch_vendor.sh $(VENDOR)
+	touch $@
+
+book: $(STAMP) $(VENDOR)/.fetched
+	$(VENV)/bin/jupyter-book build -W -n --keep-going --all .
+	@echo
+	@echo "Open _build/html/notebooks/01_kv_cache.html in a browser."
+
+test: $(STAMP) $(VENDOR)/.fetched
+	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+clean:
+	rm -rf _build $(VENDOR)

@@ -1,0 +1,65 @@
+"""GPU presets: memory, bandwidth, peak tensor throughput and compute capability, each cited.
+
+Numbers are the vendor's datasheet figures for dense (non-sparse) FP16/BF16 tensor-core math
+with FP32 accumulation. `cite` is the key of the source in `book/references.bib`.
+Where a vendor publishes no figure, the field is `None` rather than a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator. Units are in the field names."""
+
+    name: str
+    hbm_bytes: int                    # device memory ("HBM" for short, GDDR on T4/L4/A10G/4090)
+    hbm_bytes_per_s: float            # peak device-memory bandwidth
+    fp16_tensor_flops: float | None   # dense FP16/BF16 tensor-core peak, FLOP/s
+    compute_capability: tuple[int, int]
+    num_sms: int | None
+    smem_bytes_per_sm: int | None     # max shared memory ("SRAM") one SM can give its blocks
+    cite: str
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Return the arithmetic intensity (FLOP/byte) above which a kernel is compute-bound."""
+        if self.fp16_tensor_flops is None:
+            raise ValueError(f"{self.name}: no published FP16 tensor peak, so no roofline ridge")
+        return self.fp16_tensor_flops / self.hbm_bytes_per_s
+
+    @property
+    def sm_arch(self) -> str:
+        """Return the architecture tag, e.g. 'sm80'."""
+        major, minor = self.compute_capability
+        return f"sm{major}{minor}"
+
+
+GB = 10**9
+TB = 10**12
+KiB = 1024
+
+GPUS: dict[str, GPU] = {
+    g.name: g
+    for g in [
+        GPU("T4", 16 * GB, 320 * GB, 65e12, (7, 5), 40, 64 * KiB, "nvidia_t4"),
+        GPU("L4", 24 * GB, 300 * GB, 121e12, (8, 9), 58, 100 * KiB, "nvidia_l4"),
+        GPU("A10G", 24 * GB, 600 * GB, None, (8, 6), 80, 100 * KiB, "aws_g5"),
+        GPU("RTX 4090", 24 * GB, 1008 * GB, 165.2e12, (8, 9), 128, 100 * KiB, "nvidia_ada"),
+        GPU("A100 40GB", 40 * GB, 1555 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
+        GPU("A100 80GB", 80 * GB, 2039 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
+        GPU("H100 SXM", 80 * GB, 3.35 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h100"),
+        GPU("H200", 141 * GB, 4.8 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h200"),
+        GPU("B200", 192 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200"),
+    ]
+}
+
+
+def gpu(name: str) -> GPU:
+    """Return the preset called `name` (case-insensitive); ValueError lists the known ones."""
+    for key, value in GPUS.items():
+        if key.lower() == name.lower():
+            return value
+    raise ValueError(f"unknown GPU preset {name!r}; known presets: {', '.join(GPUS)}")

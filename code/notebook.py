@@ -1,0 +1,97 @@
+"""Shared set-up for every chapter notebook: seeds, a device report, plotting defaults."""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """What the notebook is running on: `device` is "cpu" or "cuda"."""
+
+    device: str
+    name: str
+    compute_capability: tuple[int, int] | None
+    torch_version: str
+    python_version: str
+
+    def __str__(self) -> str:
+        if self.compute_capability is None:
+            where = f"CPU ({self.name})"
+        else:
+            major, minor = self.compute_capability
+            where = f"GPU {self.name}, compute capability {major}.{minor} (sm{major}{minor})"
+        return f"device: {where} | torch {self.torch_version} | Python {self.python_version}"
+
+
+def device_report() -> DeviceReport:
+    """Return what this kernel computes on: the first CUDA GPU if there is one, else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return DeviceReport(
+            device="cuda",
+            name=torch.cuda.get_device_name(0),
+            compute_capability=torch.cuda.get_device_capability(0),
+            torch_version=torch.__version__,
+            python_version=platform.python_version(),
+        )
+    return DeviceReport(
+        device="cpu",
+        name=platform.machine() or "unknown",
+        compute_capability=None,
+        torch_version=torch.__version__,
+        python_version=platform.python_version(),
+    )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and PyTorch (CPU and CUDA) so a notebook reruns identically."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def setup(seed: int = 0, threads: int | None = None) -> DeviceReport:
+    """Seed everything, pin CPU threads, set plot defaults, print and return the device report.
+
+    `threads` defaults to the `INFERBOOK_THREADS` environment variable, else PyTorch's choice.
+    """
+    import matplotlib
+
+    import torch
+
+    seed_everything(seed)
+    threads = threads or int(os.environ.get("INFERBOOK_THREADS", "0")) or None
+    if threads:
+        torch.set_num_threads(threads)
+    matplotlib.rcParams.update(
+        {"figure.dpi": 100, "figure.figsize": (7, 4), "axes.grid": True, "grid.alpha": 0.3}
+    )
+    report = device_report()
+    print(report)
+    return report
+
+
+def repo_root(start: str | os.PathLike | None = None) -> Path:
+    """Return the book's repository root: the nearest folder above `start` holding `_config.yml`.
+
+    Notebooks run from `notebooks/` (locally, in CI, and on Colab after the setup cell), so
+    committed artifacts such as `outputs/benchmarks/*.json` are found without absolute paths.
+    """
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_config.yml").is_file() and (folder / "code").is_dir():
+            return folder
+    raise FileNotFoundError(
+        f"no book repository above {here}: run the notebook from the repository's notebooks/ "
+        "folder (on Colab, run the setup cell first; it clones the repository)"
+    )

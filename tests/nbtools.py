@@ -1,0 +1,90 @@
+"""Notebook tools for authors: the canonical setup cell, creating and executing notebooks.
+
+    python tests/nbtools.py setup-cell              # print the canonical first cell
+    python tests/nbtools.py execute NB.ipynb [...]  # execute in place from NB's folder, keep outputs
+    python tests/nbtools.py strip NB.ipynb [...]    # remove outputs (exercise notebooks)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def repository_url() -> str:
+    """Return `repository.url` from `_config.yml`, the one place the URL is set."""
+    text = (ROOT / "_config.yml").read_text()
+    match = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", text, flags=re.M)
+    if not match:
+        raise ValueError("_config.yml has no repository.url")
+    return match.group(1)
+
+
+def setup_cell_source() -> str:
+    """Return the source of the first code cell every notebook starts with."""
+    url = repository_url()
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    return f'''# Setup. On Colab: clone the book, install its package (Colab's torch is kept), cd into notebooks/.
+# Everywhere else this cell does nothing: `make book` / `make test` have installed the package.
+import os, sys
+if "google.colab" in sys.modules:
+    if not os.path.isdir("/content/{name}"):
+        !git clone --depth 1 {url} /content/{name}
+        !pip install -q /content/{name}
+    os.chdir("/content/{name}/notebooks")'''
+
+
+def new_notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    """Return a notebook from (kind, source) pairs, kind 'md' or 'code'; the setup cell comes first."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell(setup_cell_source()))
+    for kind, source in cells:
+        make = nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell
+        nb.cells.append(make(source.strip("\n")))
+    return nb
+
+
+def execute(path: Path, timeout: int = 600) -> float:
+    """Execute the notebook at `path` in place, from its own folder; return the seconds it took."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    return seconds
+
+
+def strip(path: Path) -> None:
+    """Remove outputs and execution counts (for exercise notebooks handed to learners)."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, path)
+
+
+if __name__ == "__main__":
+    command, *paths = sys.argv[1:] or ["help"]
+    if command == "setup-cell":
+        print(setup_cell_source())
+    elif command == "execute":
+        for p in paths:
+            print(f"{p}: executed in {execute(Path(p)):.1f} s")
+    elif command == "strip":
+        for p in paths:
+            strip(Path(p))
+    else:
+        print(__doc__)
