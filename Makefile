@@ -26,7 +26,8 @@ book: $(STAMP) $(VENDOR)/.fetched
 	@echo "Open _build/html/notebooks/01_kv_cache.html in a browser."
 
 test: $(STAMP) $(VENDOR)/.fetched
-	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+	# Two workers on two cores, one thread each: oversubscribed torch threads spin and crawl.
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 clean:
 	rm -rf _build $(VENDOR)

@@ -3,6 +3,20 @@
 Numbers are the vendor's datasheet figures for dense (non-sparse) FP16/BF16 tensor-core math
 with FP32 accumulation. `cite` is the key of the source in `book/references.bib`.
 Where a vendor publishes no figure, the field is `None` rather than a guess.
+
+Memory capacity (`hbm_bytes`) is the datasheet's "GB" read as 10**9 bytes. NVIDIA's capacities
+are really binary: CUDA reports more than the decimal reading (an A100 80GB PCIe shows 81,049 MiB
+= 85.0e9 bytes total, an A100-SXM4-40GB 42,298,834,944 bytes), so sizing with `hbm_bytes`
+is conservative by up to 7 %; the sizing module's reserve fraction is on top of that.
+
+Checked against the datasheets (numbers per GPU, dense, no sparsity):
+T4 16 GB GDDR6, 320 GB/s, 65 TFLOPS FP16 mixed precision; L4 24 GB, 300 GB/s, 121 TFLOPS
+(242 with sparsity); A10G 24 GB, 600 GB/s (AWS publishes no tensor peak); RTX 4090 24 GB GDDR6X,
+1008 GB/s, 165.2 TFLOPS FP16 with FP32 accumulate (Ada whitepaper); A100 40GB 1555 GB/s, A100 80GB
+SXM 2039 GB/s, 312 TFLOPS; H100 SXM 80 GB, 3.35 TB/s, 989 TFLOPS; H200 141 GB, 4.8 TB/s,
+989 TFLOPS; B200 (HGX/DGX B200, 1,000 W) 8 TB/s, 2.25 PFLOPS. B200 memory: the launch figure was
+192 GB of HBM3e per GPU, but the DGX B200 datasheet lists 1,440 GB for eight GPUs, 180 GB each,
+which is what a deployment sees, so the preset uses 180 GB.
 """
 
 from __future__ import annotations
@@ -49,10 +63,11 @@ GPUS: dict[str, GPU] = {
         GPU("A10G", 24 * GB, 600 * GB, None, (8, 6), 80, 100 * KiB, "aws_g5"),
         GPU("RTX 4090", 24 * GB, 1008 * GB, 165.2e12, (8, 9), 128, 100 * KiB, "nvidia_ada"),
         GPU("A100 40GB", 40 * GB, 1555 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
-        GPU("A100 80GB", 80 * GB, 2039 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
+        GPU("A100 80GB", 80 * GB, 2039 * GB,  # SXM; the PCIe card has 1935 GB/s
+            312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
         GPU("H100 SXM", 80 * GB, 3.35 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h100"),
         GPU("H200", 141 * GB, 4.8 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h200"),
-        GPU("B200", 192 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200"),
+        GPU("B200", 180 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200"),
     ]
 }
 

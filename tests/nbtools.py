@@ -32,12 +32,14 @@ def setup_cell_source() -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return f'''# Setup. On Colab: clone the book, install its package (Colab's torch is kept), cd into notebooks/.
 # Everywhere else this cell does nothing: `make book` / `make test` have installed the package.
-import os, sys
+import importlib, os, subprocess, sys
 if "google.colab" in sys.modules:
-    if not os.path.isdir("/content/{name}"):
-        !git clone --depth 1 {url} /content/{name}
-        !pip install -q /content/{name}
-    os.chdir("/content/{name}/notebooks")'''
+    book = "/content/{name}"
+    if not os.path.isdir(book):
+        subprocess.run(["git", "clone", "--depth", "1", "{url}", book], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", book], check=True)
+        importlib.invalidate_caches()
+    os.chdir(book + "/notebooks")'''
 
 
 def new_notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:

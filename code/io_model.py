@@ -1,0 +1,192 @@
+"""Count the HBM traffic of attention with an on-chip SRAM of M elements.
+
+A toy two-level memory: a large, slow "HBM" and an `Sram` scratchpad that holds at most
+`capacity` elements. Moving data HBM -> SRAM is a read, SRAM -> HBM a write; arithmetic happens
+only on data in SRAM, and the `Sram` refuses to hold more than it can. Each function below steps
+through the tile loops of one algorithm and counts elements (multiply by bytes per element for
+bytes). FlashAttention's Theorem 2 {dao2022flashattention} says, for head_dim d <= M <= N d:
+
+    standard attention   Theta(N d + N^2)          HBM accesses
+    FlashAttention       Theta(N^2 d^2 / M)        HBM accesses
+
+and both do the same ~4 N^2 d FLOPs. Tile sizes follow the paper's rule: the tile that stays
+resident is about M / (c d) rows (c a small constant that makes everything fit), the streamed tile
+at most d rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class SramOverflow(ValueError):
+    """Raised when an algorithm tries to keep more in SRAM than it holds."""
+
+
+@dataclass
+class IOCount:
+    """Elements moved between HBM and SRAM, matmul FLOPs, and the most SRAM ever in use."""
+
+    reads: int = 0
+    writes: int = 0
+    flops: int = 0
+    peak_sram: int = 0
+
+    @property
+    def total(self) -> int:
+        """Return reads + writes (HBM accesses, in elements)."""
+        return self.reads + self.writes
+
+
+class Sram:
+    """An on-chip scratchpad of `capacity` elements that counts the traffic to and from HBM."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.used = 0
+        self.count = IOCount()
+
+    def load(self, n: int) -> None:
+        """Bring n elements from HBM into SRAM."""
+        self.count.reads += n
+        self.alloc(n)
+
+    def alloc(self, n: int) -> None:
+        """Reserve n elements of SRAM for a result computed on chip."""
+        self.used += n
+        if self.used > self.capacity:
+            raise SramOverflow(f"SRAM holds {self.capacity} elements; {self.used} requested")
+        self.count.peak_sram = max(self.count.peak_sram, self.used)
+
+    def store(self, n: int) -> None:
+        """Write n elements that are in SRAM back to HBM (they stay in SRAM until freed)."""
+        self.count.writes += n
+
+    def free(self, n: int) -> None:
+        self.used -= n
+
+
+def standard_attention_io(n: int, d: int, sram_elems: int) -> IOCount:
+    """Return the HBM traffic of unfused attention: S = Q K^T, P = softmax(S), O = P V.
+
+    Each step is its own kernel and round-trips its n x n result through HBM (the lesson's
+    "three HBM round trips"). The matmuls are themselves tiled (`_tiled_matmul`); the softmax reads a block of whole rows if 2 n <= M, else streams each
+    row twice (an online max/sum pass, then a normalising pass).
+    """
+    _check(n, d, sram_elems, minimum=3)
+    sram = Sram(sram_elems)
+    _tiled_matmul(sram, n, n, d)  # S = Q K^T: read Q and K tiles, write S
+    if 2 * n <= sram_elems:  # P = softmax(S), whole rows at a time
+        rows = sram_elems // (2 * n)
+        for i in range(0, n, rows):
+            r = min(rows, n - i) * n
+            sram.load(r)
+            sram.alloc(r)
+            sram.store(r)
+            sram.free(2 * r)
+    else:  # a row does not fit: two streamed passes over it
+        chunk = sram_elems // 2
+        for _ in range(n):
+            for j in range(0, n, chunk):  # pass 1: running max and sum
+                c = min(chunk, n - j)
+                sram.load(c)
+                sram.free(c)
+            for j in range(0, n, chunk):  # pass 2: normalise and write
+                c = min(chunk, n - j)
+                sram.load(c)
+                sram.alloc(c)
+                sram.store(c)
+                sram.free(2 * c)
+    _tiled_matmul(sram, n, d, n)  # O = P V: read P and V tiles, write O
+    return sram.count
+
+
+def flash_attention_io(n: int, d: int, sram_elems: int, causal: bool = False) -> IOCount:
+    """Return the HBM traffic of the FlashAttention-2 forward (outer loop over Q tiles).
+
+    Q tile of B_r = M // (6 d) rows stays in SRAM with its output accumulator and (m, l); K/V
+    tiles of B_c = min(B_r, d) rows stream past it. Q is read once, O and lse written once; K and
+    V are read once per Q tile: about 2 n d * n / B_r = 12 n^2 d^2 / M elements.
+    With `causal`, K/V tiles above the diagonal are skipped (neither read nor computed).
+    """
+    _check(n, d, sram_elems, minimum=6 * d)
+    sram = Sram(sram_elems)
+    block_q = max(1, sram_elems // (6 * d))
+    block_k = min(block_q, d)
+    for qs in range(0, n, block_q):
+        br = min(block_q, n - qs)
+        sram.load(br * d)  # Q tile
+        sram.alloc(br * d + 2 * br)  # output accumulator, running max and sum
+        for ks in range(0, n, block_k):
+            if causal and ks > qs + br - 1:
+                break
+            bc = min(block_k, n - ks)
+            sram.load(2 * bc * d)  # K and V tiles
+            sram.alloc(br * bc)  # S tile, then P in place
+            sram.count.flops += 4 * br * bc * d
+            sram.free(2 * bc * d + br * bc)
+        sram.store(br * d + br)  # O tile and its logsumexp
+        sram.free(2 * br * d + 2 * br)
+    return sram.count
+
+
+def _tiled_matmul(sram: Sram, rows: int, cols: int, inner: int) -> None:
+    """Count C[rows, cols] = A[rows, inner] @ B[inner, cols] with b x b output tiles.
+
+    Each output tile stays in SRAM while b x b_k chunks of A and b_k x b chunks of B stream past
+    it (b_k = min(inner, b)), then it is written once; b is the largest with
+    b^2 + 2 b b_k <= capacity.
+    """
+    b = _largest(lambda b: b * b + 2 * b * min(inner, b) <= sram.capacity, max(rows, cols))
+    bk = min(inner, b)
+    for i in range(0, rows, b):
+        bi = min(b, rows - i)
+        for j in range(0, cols, b):
+            bj = min(b, cols - j)
+            sram.alloc(bi * bj)
+            for k in range(0, inner, bk):
+                bkk = min(bk, inner - k)
+                sram.load(bi * bkk + bkk * bj)
+                sram.count.flops += 2 * bi * bj * bkk
+                sram.free(bi * bkk + bkk * bj)
+            sram.store(bi * bj)
+            sram.free(bi * bj)
+
+
+def _largest(fits, upper: int) -> int:
+    b = 1
+    while b < upper and fits(b + 1):
+        b += 1
+    return b
+
+
+def _check(n: int, d: int, sram_elems: int, minimum: int) -> None:
+    for name, x in (("n", n), ("d", d), ("sram_elems", sram_elems)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    if sram_elems < minimum:
+        raise ValueError(
+            f"sram_elems={sram_elems} is too small for head_dim d={d}: this algorithm needs at "
+            f"least {minimum} elements of SRAM"
+        )
+
+
+def theorem2_flash_bound(n: int, d: int, sram_elems: int) -> float:
+    """Return n^2 d^2 / M, the order of FlashAttention's HBM accesses (Theorem 2)."""
+    return n * n * d * d / sram_elems
+
+
+def theorem2_standard_bound(n: int, d: int) -> float:
+    """Return n d + n^2, the order of standard attention's HBM accesses (Theorem 2)."""
+    return n * d + n * n
+
+
+__all__ = [
+    "IOCount",
+    "Sram",
+    "SramOverflow",
+    "flash_attention_io",
+    "standard_attention_io",
+    "theorem2_flash_bound",
+    "theorem2_standard_bound",
+]

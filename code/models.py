@@ -1,0 +1,301 @@
+"""Model presets as data: the attention and size fields of real models' published `config.json`.
+
+Field names are the `config.json` keys, so every value can be checked against the file named in
+`source` (a Hugging Face repository and file). Only what KV-cache and weight sizing need is kept.
+
+Parameter counts are *computed* from these fields by `param_count` (embeddings, attention,
+MLP or experts, norms, biases: every tensor the checkpoint holds for the main model), and each
+preset also stores the count its authors published (`published_params`, with `params_source`
+saying where). `tests/test_models.py` checks that the two agree to within 1 %, and the computed
+counts that the Hugging Face model pages list to the parameter are asserted exactly there.
+
+Conventions:
+* `num_key_value_heads` is the number of K/V heads (MHA: = heads, GQA: fewer, MQA: 1). For MLA
+  models the config repeats `num_attention_heads` there; MLA caches no per-head K/V at all, so
+  sizing uses `kv_lora_rank + qk_rope_head_dim` instead (see `inferbook.sizing`).
+* `sliding_window` is the window of the layers that use one; `sliding_window_layers` says which:
+  "all" (Mistral-7B-v0.1) or "even" (Gemma-2: layers 0, 2, 4, ... are local, the odd ones global,
+  as in the Transformers implementation, `is_sliding = not layer_idx % 2`).
+* DeepSeek-V3's checkpoint also ships one multi-token-prediction layer (`num_nextn_predict_layers`);
+  it is used only for speculative decoding, so it is not counted here (the paper's 671B excludes it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model's architecture, as published in its config.json (field names are the config keys)."""
+
+    name: str
+    source: str                      # "<HF repository>/config.json" the values come from
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int                    # per-head K/V width (MLA: qk_nope_head_dim + qk_rope_head_dim)
+    intermediate_size: int           # dense MLP width
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False     # q/k/v projections carry biases (Qwen2)
+    norms_per_layer: int = 2         # RMSNorm vectors per decoder layer (Gemma-2 has 4)
+    sliding_window: int | None = None
+    sliding_window_layers: str = "none"   # "none" | "all" | "even"
+    # mixture of experts (Mixtral: num_local_experts; DeepSeek: n_routed_experts)
+    n_routed_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0   # expert width (Mixtral: = intermediate_size)
+    n_shared_experts: int = 0
+    first_k_dense_replace: int = 0   # DeepSeek: the first k layers keep a dense MLP
+    router_bias: bool = False        # DeepSeek-V3: e_score_correction_bias per expert
+    # multi-head latent attention (DeepSeek); kv_lora_rank == 0 means not MLA
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # published parameter count and where it is stated
+    published_params: float = 0.0
+    params_source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                      "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+                      "max_position_embeddings"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{self.name}: {field} must be a positive int, got {value!r}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"{self.name}: num_attention_heads={self.num_attention_heads} is not divisible by "
+                f"num_key_value_heads={self.num_key_value_heads}; each KV head must serve a whole "
+                "group of query heads"
+            )
+        if self.sliding_window_layers not in ("none", "all", "even"):
+            raise ValueError(f"{self.name}: sliding_window_layers must be 'none', 'all' or 'even', "
+                             f"got {self.sliding_window_layers!r}")
+        if (self.sliding_window_layers == "none") != (self.sliding_window is None):
+            raise ValueError(f"{self.name}: give sliding_window together with sliding_window_layers "
+                             f"('all' or 'even'), got {self.sliding_window!r} and "
+                             f"{self.sliding_window_layers!r}")
+        if self.sliding_window is not None and self.sliding_window <= 0:
+            raise ValueError(f"{self.name}: sliding_window must be positive, got {self.sliding_window}")
+        if self.is_mla and (self.qk_rope_head_dim <= 0 or self.v_head_dim <= 0
+                            or self.qk_nope_head_dim <= 0):
+            raise ValueError(f"{self.name}: an MLA model needs positive qk_nope_head_dim, "
+                             "qk_rope_head_dim and v_head_dim")
+        if self.kv_lora_rank < 0:
+            raise ValueError(f"{self.name}: kv_lora_rank must be >= 0, got {self.kv_lora_rank}")
+
+    @property
+    def is_mla(self) -> bool:
+        """Return True for multi-head latent attention (a compressed KV latent is cached)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention(self) -> str:
+        """Return the attention kind: "MHA", "GQA", "MQA" or "MLA"."""
+        if self.is_mla:
+            return "MLA"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "MHA"
+        if self.num_key_value_heads == 1:
+            return "MQA"
+        return "GQA"
+
+    @property
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Return each layer's attention window in tokens (None: the layer attends to everything)."""
+        n = self.num_hidden_layers
+        if self.sliding_window_layers == "all":
+            return (self.sliding_window,) * n
+        if self.sliding_window_layers == "even":
+            return tuple(self.sliding_window if i % 2 == 0 else None for i in range(n))
+        return (None,) * n
+
+    @property
+    def is_moe(self) -> bool:
+        """Return True for a mixture-of-experts model."""
+        return self.n_routed_experts > 0
+
+    @property
+    def n_params(self) -> int:
+        """Return the total parameter count computed from the config (see `param_count`)."""
+        return param_count(self)
+
+    @property
+    def n_active_params(self) -> int:
+        """Return the parameters one token uses (MoE: only its top-k routed experts)."""
+        return param_count(self, active_only=True)
+
+
+def _attention_params(s: ModelSpec) -> int:
+    h = s.hidden_size
+    if s.is_mla:
+        q_dim = s.num_attention_heads * (s.qk_nope_head_dim + s.qk_rope_head_dim)
+        if s.q_lora_rank:  # q_a_proj, q_a_layernorm, q_b_proj
+            q = h * s.q_lora_rank + s.q_lora_rank + s.q_lora_rank * q_dim
+        else:              # q_proj
+            q = h * q_dim
+        kv_a = h * (s.kv_lora_rank + s.qk_rope_head_dim) + s.kv_lora_rank  # kv_a_proj_with_mqa + norm
+        kv_b = s.kv_lora_rank * s.num_attention_heads * (s.qk_nope_head_dim + s.v_head_dim)
+        o = s.num_attention_heads * s.v_head_dim * h
+        return q + kv_a + kv_b + o
+    q_out = s.num_attention_heads * s.head_dim
+    kv_out = s.num_key_value_heads * s.head_dim
+    params = h * q_out + 2 * h * kv_out + q_out * h
+    if s.attention_bias:
+        params += q_out + 2 * kv_out
+    return params
+
+
+def _mlp_params(s: ModelSpec, layer: int, active_only: bool) -> int:
+    h = s.hidden_size
+    if not s.is_moe or layer < s.first_k_dense_replace:
+        return 3 * h * s.intermediate_size  # gate, up, down
+    expert = 3 * h * s.moe_intermediate_size
+    routed = s.num_experts_per_tok if active_only else s.n_routed_experts
+    router = h * s.n_routed_experts + (s.n_routed_experts if s.router_bias else 0)
+    return routed * expert + s.n_shared_experts * expert + router
+
+
+def param_count(spec: ModelSpec, active_only: bool = False) -> int:
+    """Return the parameter count of `spec`'s checkpoint (main model), computed tensor by tensor.
+
+    `active_only=True` counts a token's share of an MoE: its `num_experts_per_tok` routed experts
+    (plus shared experts, router and everything outside the MLP).
+    """
+    h = spec.hidden_size
+    total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h  # embeddings + final norm
+    for layer in range(spec.num_hidden_layers):
+        total += _attention_params(spec) + _mlp_params(spec, layer, active_only)
+        total += spec.norms_per_layer * h
+    return total
+
+
+def _hf(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+_LLAMA31_CARD = "model card, huggingface.co/meta-llama/Llama-3.1-8B (Llama 3.1 family table)"
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in [
+        ModelSpec(
+            "Llama-2-7B", _hf("meta-llama/Llama-2-7b-hf"),
+            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=32,
+            head_dim=128, intermediate_size=11008, vocab_size=32000, max_position_embeddings=4096,
+            published_params=6.74e9,
+            params_source="model page, huggingface.co/meta-llama/Llama-2-7b-hf: 6.74B params "
+                          "(the Llama 2 paper rounds it to 7B)",
+        ),
+        ModelSpec(
+            "Llama-3.1-8B", _hf("meta-llama/Llama-3.1-8B"),
+            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+            head_dim=128, intermediate_size=14336, vocab_size=128256,
+            max_position_embeddings=131072,
+            published_params=8e9, params_source=_LLAMA31_CARD + ": 8B",
+        ),
+        ModelSpec(
+            "Llama-3.1-70B", _hf("meta-llama/Llama-3.1-70B"),
+            num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+            head_dim=128, intermediate_size=28672, vocab_size=128256,
+            max_position_embeddings=131072,
+            published_params=70e9, params_source=_LLAMA31_CARD + ": 70B",
+        ),
+        ModelSpec(
+            "Llama-3.1-405B", _hf("meta-llama/Llama-3.1-405B"),
+            num_hidden_layers=126, hidden_size=16384, num_attention_heads=128,
+            num_key_value_heads=8, head_dim=128, intermediate_size=53248, vocab_size=128256,
+            max_position_embeddings=131072,
+            published_params=405e9, params_source=_LLAMA31_CARD + ": 405B",
+        ),
+        ModelSpec(
+            "Mistral-7B-v0.1", _hf("mistralai/Mistral-7B-v0.1"),
+            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+            head_dim=128, intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
+            sliding_window=4096, sliding_window_layers="all",
+            published_params=7.3e9,
+            params_source="Jiang et al. 2023 (Mistral 7B paper) and release post: 7.3B",
+        ),
+        ModelSpec(
+            "Mixtral-8x7B", _hf("mistralai/Mixtral-8x7B-v0.1"),
+            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+            head_dim=128, intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
+            n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
+            published_params=47e9,
+            params_source="Jiang et al. 2024 (Mixtral of Experts paper): 47B total, 13B active",
+        ),
+        ModelSpec(
+            "Qwen2.5-7B", _hf("Qwen/Qwen2.5-7B"),
+            num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
+            head_dim=128, intermediate_size=18944, vocab_size=152064,
+            max_position_embeddings=131072, attention_bias=True,
+            published_params=7.61e9, params_source="model card, huggingface.co/Qwen/Qwen2.5-7B: 7.61B",
+        ),
+        ModelSpec(
+            "Qwen2.5-14B", _hf("Qwen/Qwen2.5-14B"),
+            num_hidden_layers=48, hidden_size=5120, num_attention_heads=40, num_key_value_heads=8,
+            head_dim=128, intermediate_size=13824, vocab_size=152064,
+            max_position_embeddings=131072, attention_bias=True,
+            published_params=14.7e9,
+            params_source="model card, huggingface.co/Qwen/Qwen2.5-14B: 14.7B",
+        ),
+        ModelSpec(
+            "Qwen2.5-72B", _hf("Qwen/Qwen2.5-72B"),
+            num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+            head_dim=128, intermediate_size=29568, vocab_size=152064,
+            max_position_embeddings=131072, attention_bias=True,
+            published_params=72.7e9,
+            params_source="model card, huggingface.co/Qwen/Qwen2.5-72B: 72.7B",
+        ),
+        ModelSpec(
+            "Gemma-2-9B", _hf("google/gemma-2-9b"),
+            num_hidden_layers=42, hidden_size=3584, num_attention_heads=16, num_key_value_heads=8,
+            head_dim=256, intermediate_size=14336, vocab_size=256000, max_position_embeddings=8192,
+            tie_word_embeddings=True, norms_per_layer=4,
+            sliding_window=4096, sliding_window_layers="even",
+            published_params=9.24e9,
+            params_source="Gemma Team 2024 (Gemma 2 paper), Table 2: 8,324,201,984 non-embedding "
+                          "+ 917,504,000 embedding parameters",
+        ),
+        ModelSpec(
+            "DeepSeek-V2-Lite", _hf("deepseek-ai/DeepSeek-V2-Lite"),
+            num_hidden_layers=27, hidden_size=2048, num_attention_heads=16, num_key_value_heads=16,
+            head_dim=192, intermediate_size=10944, vocab_size=102400,
+            max_position_embeddings=163840,
+            n_routed_experts=64, num_experts_per_tok=6, moe_intermediate_size=1408,
+            n_shared_experts=2, first_k_dense_replace=1,
+            kv_lora_rank=512, q_lora_rank=0, qk_nope_head_dim=128, qk_rope_head_dim=64,
+            v_head_dim=128,
+            published_params=15.7e9,
+            params_source="DeepSeek-AI 2024 (DeepSeek-V2 paper), DeepSeek-V2-Lite: 15.7B total, "
+                          "2.4B activated",
+        ),
+        ModelSpec(
+            "DeepSeek-V3", _hf("deepseek-ai/DeepSeek-V3"),
+            num_hidden_layers=61, hidden_size=7168, num_attention_heads=128,
+            num_key_value_heads=128, head_dim=192, intermediate_size=18432, vocab_size=129280,
+            max_position_embeddings=163840,
+            n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048,
+            n_shared_experts=1, first_k_dense_replace=3, router_bias=True,
+            kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64,
+            v_head_dim=128,
+            published_params=671e9,
+            params_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report): 671B total, 37B "
+                          "activated (the 685B on the model page adds the 14B MTP module)",
+        ),
+    ]
+}
+
+
+def model(name: str) -> ModelSpec:
+    """Return the preset called `name` (case-insensitive); ValueError lists the known ones."""
+    for key, value in MODELS.items():
+        if key.lower() == name.lower():
+            return value
+    raise ValueError(f"unknown model preset {name!r}; known presets: {', '.join(MODELS)}")

@@ -1,0 +1,259 @@
+"""Automatic prefix caching: reuse the KV blocks of a prompt prefix computed by an earlier request.
+
+As in vLLM's automatic prefix caching, every *full* block of a sequence gets a hash that covers
+its own tokens **and its parent block's hash**, so a hash names the whole prefix up to the end
+of the block, not just 16 tokens: the same 16 tokens after a different history hash differently.
+A new request walks its prompt block by block and reuses blocks while the chained hash is known.
+
+Cached blocks hold no reference of their own. When the last sequence using one finishes, the
+block goes back to the allocator's free list *with its contents and hash kept*; it can still be
+hit, until the allocator hands it out again — blocks are taken from the front of the free list
+and cached blocks are put at the back in the order they were freed, so eviction is
+least-recently-used (vLLM v1 keeps the same single queue of free blocks).
+
+Public API (stable):
+
+``block_hashes(tokens, block_size=16) -> list[int]``
+    Chained hashes of the full blocks of `tokens` (a partial last block gets none).
+``hash_block(parent_hash, block_tokens) -> int``
+    One link of the chain (SHA-256 of the parent hash and the tokens, truncated to 64 bits).
+``PrefixCache(allocator)``
+    Plugs into a `paged.BlockAllocator` (``allocator.hook``). ``lookup(tokens, max_tokens=None)
+    -> list[int]`` (blocks of the longest cached prefix; no references taken),
+    ``match(tokens) -> list[int]`` (the same, at most ``len(tokens) - 1`` tokens so the last
+    prompt token is always computed, with one reference taken per block: pass them to
+    ``PagedKVCache.add_sequence(seq_id, blocks)``), ``insert(tokens, block_table)`` (index the
+    full blocks of a sequence whose KV has been computed), ``is_cached(block)``, ``evict(block)``,
+    counters ``query_tokens``, ``hit_tokens``, ``hit_rate``, ``evictions``, ``num_cached_blocks``.
+``score_forked(model, prompt, completions, block_size=16)`` and ``score_reencoded(model, prompt, completions)``
+    Prefix sharing inside one request (the lesson's exercise 2): the logits of several completions
+    of one prompt, by prefilling the prompt once and forking its paged cache per completion
+    (copy-on-write), or by re-encoding prompt + completion each time. Same logits, less work.
+``agent_workload(...)`` and ``replay(requests, num_blocks, block_size)``
+    A simulated agent workload (shared system prompt and tool schema, multi-turn chats) and its
+    replay through an allocator with a prefix cache: hit rate and prefill tokens saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .paged import BlockAllocator, PagedKVCache
+
+ROOT_HASH = 0  # the "parent" of the first block
+
+
+def hash_block(parent_hash: int, block_tokens: Sequence[int]) -> int:
+    """Return the hash of a block given its parent's hash: covers the whole prefix so far."""
+    h = hashlib.sha256(int(parent_hash).to_bytes(8, "little"))
+    h.update(np.asarray(block_tokens, dtype=np.int64).tobytes())
+    return int.from_bytes(h.digest()[:8], "little")
+
+
+def block_hashes(tokens: Sequence[int], block_size: int = 16) -> list[int]:
+    """Return the chained hashes of the full blocks of `tokens` (len(tokens) // block_size of them)."""
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    tokens = list(tokens)
+    hashes, parent = [], ROOT_HASH
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        parent = hash_block(parent, tokens[start:start + block_size])
+        hashes.append(parent)
+    return hashes
+
+
+class PrefixCache:
+    """Index of full KV blocks by chained hash, evicted least-recently-used through the allocator."""
+
+    def __init__(self, allocator: BlockAllocator):
+        if allocator.hook is not None:
+            raise ValueError("this allocator already has a prefix cache")
+        self.allocator = allocator
+        self.block_size = allocator.block_size
+        allocator.hook = self
+        self._block_of: dict[int, int] = {}  # hash -> block
+        self._hash_of: dict[int, int] = {}  # block -> hash
+        self.query_tokens = 0
+        self.hit_tokens = 0
+        self.evictions = 0
+
+    # --- hooks the allocator calls ---------------------------------------------------------
+    def is_cached(self, block: int) -> bool:
+        return block in self._hash_of
+
+    def evict(self, block: int) -> None:
+        """Forget `block` (the allocator is about to reuse it for other tokens)."""
+        h = self._hash_of.pop(block)
+        del self._block_of[h]
+        self.evictions += 1
+
+    # --- queries ---------------------------------------------------------------------------
+    @property
+    def num_cached_blocks(self) -> int:
+        return len(self._hash_of)
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of looked-up prompt tokens that were found in the cache."""
+        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
+
+    def lookup(self, tokens: Sequence[int], max_tokens: int | None = None) -> list[int]:
+        """Return the blocks of the longest cached prefix of `tokens` (≤ max_tokens tokens); no refs taken."""
+        limit = len(tokens) if max_tokens is None else min(max_tokens, len(tokens))
+        blocks = []
+        for h in block_hashes(list(tokens)[: limit - limit % self.block_size], self.block_size):
+            block = self._block_of.get(h)
+            if block is None:
+                break
+            blocks.append(block)
+        return blocks
+
+    def match(self, tokens: Sequence[int]) -> list[int]:
+        """Return the cached prefix's blocks with one reference taken on each, and count the hit.
+
+        At most len(tokens) − 1 tokens are reused: the last prompt token must run through the
+        model to give the logits of the first new token.
+        """
+        blocks = self.lookup(tokens, max_tokens=len(tokens) - 1)
+        for b in blocks:
+            self.allocator.incref(b)  # a free cached block leaves the free list
+        self.query_tokens += len(tokens)
+        self.hit_tokens += len(blocks) * self.block_size
+        return blocks
+
+    def insert(self, tokens: Sequence[int], block_table: Sequence[int]) -> int:
+        """Index the full blocks of a sequence holding `tokens` in `block_table`; return how many are new.
+
+        A hash already indexed keeps its first block (the duplicate is simply not shared).
+        """
+        hashes = block_hashes(tokens, self.block_size)
+        if len(block_table) < len(hashes):
+            raise ValueError(f"{len(tokens)} tokens fill {len(hashes)} blocks but the table has {len(block_table)}")
+        new = 0
+        for h, b in zip(hashes, block_table):
+            if h in self._block_of:
+                continue
+            if b in self._hash_of:
+                raise ValueError(f"block {b} is already cached under another prefix")
+            self._block_of[h], self._hash_of[b] = b, h
+            new += 1
+        return new
+
+
+# --- fork after prefill ------------------------------------------------------------------------
+def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[int]], block_size: int = 16):
+    """Return each completion's logits [len(c), vocab], computed on a fork of the prompt's cache.
+
+    The prompt runs through the model once; every completion continues from a fork of its
+    paged cache (the prompt's blocks are shared; the partly filled last block is copied on the
+    first write). Logit row j predicts the token after completion token j.
+    """
+    import torch
+
+    if len(prompt) == 0 or any(len(c) == 0 for c in completions):
+        raise ValueError("the prompt and every completion need at least one token")
+    cfg = model.config
+    total = len(prompt) + max(len(c) for c in completions)
+    num_blocks = -(-len(prompt) // block_size) + len(completions) * (-(-total // block_size))
+    cache = PagedKVCache.for_model(cfg, num_blocks, block_size, dtype=next(model.parameters()).dtype)
+    cache.add_sequence("prompt")
+    out = []
+    with torch.inference_mode():
+        model(torch.tensor([list(prompt)]), cache=cache.view("prompt"), pos=0, last_only=True)
+        for i, c in enumerate(completions):
+            cache.fork("prompt", i)
+            logits = model(torch.tensor([list(c)]), cache=cache.view(i), pos=len(prompt))
+            out.append(logits[0])
+            cache.free_sequence(i)
+    return out
+
+
+def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence[int]]):
+    """Return each completion's logits [len(c), vocab] by running prompt + completion from scratch."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for c in completions:
+            logits = model(torch.tensor([list(prompt) + list(c)]))
+            out.append(logits[0, len(prompt):])
+    return out
+
+
+# --- a simulated agent workload --------------------------------------------------------------
+@dataclass
+class ReplayStats:
+    requests: int
+    prompt_tokens: int
+    hit_tokens: int  # prompt tokens whose KV was reused
+    prefill_tokens: int  # prompt tokens actually computed
+    evictions: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens
+
+    @property
+    def prefill_saved(self) -> float:
+        """Fraction of prompt tokens that needed no prefill."""
+        return 1 - self.prefill_tokens / self.prompt_tokens
+
+
+def agent_workload(
+    n_conversations: int = 20,
+    turns: int = 4,
+    system_tokens: int = 600,
+    tools_tokens: int = 900,
+    user_tokens: tuple[int, int] = (20, 120),
+    reply_tokens: tuple[int, int] = (30, 200),
+    vocab: int = 50_000,
+    seed: int = 0,
+) -> list[tuple[list[int], list[int]]]:
+    """Return requests (prompt tokens, reply tokens) in arrival order.
+
+    Every conversation starts with the same system prompt and tool schema; turn k's prompt is
+    the whole conversation so far (previous prompts and replies) plus a new user message. The
+    replies are random tokens fixed in advance (a stand-in for what the model would generate);
+    what matters for caching is that they become part of the next turn's prompt. Conversations interleave (round-robin by turn).
+    """
+    rng = np.random.default_rng(seed)
+    shared = rng.integers(0, vocab, system_tokens + tools_tokens).tolist()
+    history = [list(shared) for _ in range(n_conversations)]
+    requests = []
+    for _ in range(turns):
+        for c in range(n_conversations):
+            history[c] += rng.integers(0, vocab, rng.integers(*user_tokens)).tolist()
+            reply = rng.integers(0, vocab, rng.integers(*reply_tokens)).tolist()
+            requests.append((list(history[c]), reply))
+            history[c] += reply
+    return requests
+
+
+def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True) -> ReplayStats:
+    """Run `requests` one at a time through a paged cache with (or without) prefix caching.
+
+    `requests`: (prompt tokens, reply tokens) pairs. Each request reuses its cached prefix,
+    computes the rest of its prompt and its reply,
+    indexes its full blocks and finishes. Only block bookkeeping runs (no model): the counts of
+    reused and computed prompt tokens are exact.
+    """
+    allocator = BlockAllocator(num_blocks, block_size)
+    cache = PagedKVCache(allocator, n_layers=1, n_kv_heads=1, head_dim=1)
+    prefix = PrefixCache(allocator) if caching else None
+    hit = prompt_total = 0
+    for i, (prompt, reply) in enumerate(requests):
+        blocks = prefix.match(prompt) if prefix else []
+        cache.add_sequence(i, blocks)
+        reused = len(blocks) * block_size
+        cache.append_slots(i, len(prompt) - reused + len(reply))
+        if prefix:  # the reply's KV is cached too: the next turn's prompt starts with it
+            prefix.insert(list(prompt) + list(reply), cache.block_table(i))
+        cache.free_sequence(i)
+        hit += reused
+        prompt_total += len(prompt)
+    return ReplayStats(len(requests), prompt_total, hit, prompt_total - hit,
+                       prefix.evictions if prefix else 0)

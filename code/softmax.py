@@ -1,0 +1,120 @@
+"""Softmax, three ways, and the lesson's one-query tiled attention.
+
+    naive_softmax      exp(x) / sum(exp(x))                      overflows for logits > ~88 (fp32)
+    safe_softmax       subtract the max first: three passes       max, sum of exps, normalise
+    online_softmax     running max and rescaled sum: two passes   (max, sum) in one streaming pass
+    tiled_softmax_dot  softmax(q K^T) V for one query, one pass over K/V tiles (the lesson's step 2)
+
+Every function works along the last axis. The running state of the online algorithm is the pair
+(m, l) = (running max, running sum of exp(x - m)); `online_update` is the one step shared by the
+streaming softmax, `tiled_softmax_dot` and FlashAttention (`inferbook.flash`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_float_array(x, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    if x.dtype.kind in "iu":
+        x = x.astype(np.float64)
+    if x.ndim == 0:
+        raise ValueError(f"{name} must have at least one axis, got a scalar")
+    return x
+
+
+def naive_softmax(x) -> np.ndarray:
+    """Return exp(x) / sum(exp(x)) along the last axis, exactly as written (it overflows)."""
+    x = _as_float_array(x, "x")
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def safe_softmax(x) -> np.ndarray:
+    """Return softmax along the last axis with the max subtracted: three passes over x."""
+    x = _as_float_array(x, "x")
+    m = x.max(axis=-1, keepdims=True)  # pass 1: the max
+    m = np.where(np.isneginf(m), 0.0, m).astype(x.dtype)  # an all -inf row stays all-zero, not NaN
+    e = np.exp(x - m)
+    total = e.sum(axis=-1, keepdims=True)  # pass 2: the sum
+    return _divide_or_zero(e, total)  # pass 3: normalise
+
+
+def online_update(m, l, scores):
+    """Return (m_new, l_new, alpha, p): one step of the online softmax over a new block of scores.
+
+    m, l: [...] running max and running sum of exp(score - m) of the blocks seen so far
+    (m = -inf, l = 0 before the first block). scores: [..., block].
+    m_new = max(m, max(scores));  alpha = exp(m - m_new) rescales everything computed with the old
+    max; p = exp(scores - m_new);  l_new = alpha * l + sum(p).
+    A row whose scores are all -inf so far keeps m = -inf, l = 0 and gets p = 0 (never NaN).
+    """
+    m_new = np.maximum(m, scores.max(axis=-1))
+    # exp(-inf - (-inf)) is NaN; subtracting 0 instead gives exp(-inf) = 0, the right answer.
+    m_safe = np.where(np.isneginf(m_new), 0.0, m_new).astype(m_new.dtype)
+    alpha = np.exp(m - m_safe)
+    p = np.exp(scores - m_safe[..., None])
+    l_new = alpha * l + p.sum(axis=-1)
+    return m_new, l_new, alpha, p
+
+
+def online_softmax(x, block: int = 4) -> np.ndarray:
+    """Return softmax along the last axis in two passes: a streaming (max, sum) pass, then normalise.
+
+    Pass 1 visits x in blocks of `block` elements and keeps only the running (m, l) per row.
+    """
+    x = _as_float_array(x, "x")
+    _check_tile(block, "block")
+    m = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)
+    l = np.zeros(x.shape[:-1], dtype=x.dtype)
+    for start in range(0, x.shape[-1], block):
+        m, l, _, _ = online_update(m, l, x[..., start : start + block])
+    m_safe = np.where(np.isneginf(m), 0.0, m).astype(x.dtype)
+    return _divide_or_zero(np.exp(x - m_safe[..., None]), l[..., None])
+
+
+def tiled_softmax_dot(q, K, V, tile: int = 4) -> np.ndarray:
+    """Return softmax(K q) V for one query, visiting K and V once, `tile` rows at a time.
+
+    q: [d], K: [n, d], V: [n, d_v] -> [d_v]. Like the lesson's version there is no 1/sqrt(d):
+    scale q first if you want it. The working set is one tile of K and V plus the running
+    (m, l) and an unnormalised output accumulator of d_v numbers. Accumulates in float64 (or the
+    input dtype if wider); the result is not bit-identical to the one-shot formula (see chapter 3).
+    """
+    q = _as_float_array(q, "q")
+    K = _as_float_array(K, "K")
+    V = _as_float_array(V, "V")
+    if q.ndim != 1 or K.ndim != 2 or V.ndim != 2:
+        raise ValueError(
+            f"expected q: [d], K: [n, d], V: [n, d_v]; got shapes {q.shape}, {K.shape}, {V.shape}"
+        )
+    if K.shape[1] != q.shape[0] or K.shape[0] != V.shape[0] or K.shape[0] == 0:
+        raise ValueError(
+            f"shapes do not match: q {q.shape}, K {K.shape}, V {V.shape} "
+            "(need K.shape[1] == len(q), len(K) == len(V) >= 1)"
+        )
+    _check_tile(tile, "tile")
+    acc_dtype = np.promote_types(np.result_type(q, K, V), np.float64)
+    q, K, V = q.astype(acc_dtype), K.astype(acc_dtype), V.astype(acc_dtype)
+    m = np.array(-np.inf, dtype=acc_dtype)
+    l = np.array(0.0, dtype=acc_dtype)
+    out = np.zeros(V.shape[1], dtype=acc_dtype)
+    for start in range(0, K.shape[0], tile):
+        scores = K[start : start + tile] @ q
+        m, l, alpha, p = online_update(m, l, scores)
+        out = alpha * out + p @ V[start : start + tile]
+    return out / l
+
+
+def _divide_or_zero(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    # A row with nothing to normalise (sum 0) is defined as all zeros rather than 0/0 = NaN.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), 0).astype(num.dtype)
+
+
+def _check_tile(tile, name: str) -> None:
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
+        raise ValueError(f"{name} must be a positive integer, got {tile!r}")

@@ -1,0 +1,51 @@
+"""GPU presets against the vendor datasheets (numbers typed again here, per GPU, dense)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from inferbook.hardware import GPUS, gpu
+
+GB, TB = 1e9, 1e12
+# name: (memory GB, bandwidth GB/s, dense FP16 tensor TFLOPS or None, compute capability, SMs)
+DATASHEET = {
+    "T4": (16, 320, 65, (7, 5), 40),
+    "L4": (24, 300, 121, (8, 9), 58),
+    "A10G": (24, 600, None, (8, 6), 80),
+    "RTX 4090": (24, 1008, 165.2, (8, 9), 128),
+    "A100 40GB": (40, 1555, 312, (8, 0), 108),
+    "A100 80GB": (80, 2039, 312, (8, 0), 108),
+    "H100 SXM": (80, 3350, 989, (9, 0), 132),
+    "H200": (141, 4800, 989, (9, 0), 132),
+    "B200": (180, 8000, 2250, (10, 0), None),
+}
+
+
+def test_the_issue_gpus_are_all_there():
+    assert set(GPUS) == set(DATASHEET)
+
+
+@pytest.mark.parametrize("name", DATASHEET)
+def test_datasheet_numbers(name):
+    g = GPUS[name]
+    mem, bw, tflops, cc, sms = DATASHEET[name]
+    assert g.hbm_bytes == mem * GB
+    assert g.hbm_bytes_per_s == pytest.approx(bw * GB)
+    assert g.fp16_tensor_flops == (None if tflops is None else pytest.approx(tflops * 1e12))
+    assert g.compute_capability == cc and g.num_sms == sms
+    assert g.sm_arch == f"sm{cc[0]}{cc[1]}"
+
+
+def test_every_cite_key_is_in_the_bibliography():
+    bib = (Path(__file__).resolve().parent.parent / "book" / "references.bib").read_text()
+    keys = set(re.findall(r"@\w+\{([^,]+),", bib))
+    assert {g.cite for g in GPUS.values()} <= keys
+
+
+def test_ridge_point_and_errors():
+    assert gpu("h100 sxm").ridge_flops_per_byte == pytest.approx(989e12 / 3.35e12)
+    with pytest.raises(ValueError, match="no published"):
+        gpu("A10G").ridge_flops_per_byte
+    with pytest.raises(ValueError, match="known presets: T4"):
+        gpu("V100")

@@ -1,0 +1,71 @@
+"""Conventions every committed notebook follows (see DEVELOPERS.md)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nbtools import ROOT, setup_cell_source
+
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
+ALL = CHAPTERS + SOLUTIONS + EXERCISES
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/(home|Users|root|tmp|opt|work|mnt|srv)/[\w.-]+")
+
+
+def code_cells(path):
+    nb = json.loads(path.read_text())
+    return [c for c in nb["cells"] if c["cell_type"] == "code"], nb
+
+
+def rel(path):
+    return str(path.relative_to(ROOT))
+
+
+def test_there_are_notebooks():
+    assert CHAPTERS and SOLUTIONS and EXERCISES
+    assert len(SOLUTIONS) == len(EXERCISES)
+    assert {p.name for p in SOLUTIONS} == {p.name for p in EXERCISES}
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
+def test_committed_executed(path):
+    # nbval does not compare a cell whose execution_count is null: an unexecuted notebook passes trivially.
+    cells, _ = code_cells(path)
+    unexecuted = [i for i, c in enumerate(cells) if "".join(c["source"]).strip() and c["execution_count"] is None]
+    assert not unexecuted, f"{rel(path)}: code cells {unexecuted} were never executed; run tests/nbtools.py execute"
+    counts = [c["execution_count"] for c in cells if c["execution_count"] is not None]
+    assert counts == list(range(1, len(counts) + 1)), f"{rel(path)} was not executed top to bottom in one run"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=rel)
+def test_exercises_are_handed_out_blank(path):
+    cells, nb = code_cells(path)
+    assert all(not c["outputs"] and c["execution_count"] is None for c in cells), f"{rel(path)}: strip it"
+    answers = [c for c in nb["cells"] if "answer" in c.get("metadata", {}).get("tags", [])]
+    assert answers and all("answer" in c["metadata"] for c in answers)
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_setup_cell_and_device_report(path):
+    cells, _ = code_cells(path)
+    assert "".join(cells[0]["source"]) == setup_cell_source(), (
+        f"{rel(path)}: the first cell must be the canonical setup cell (tests/nbtools.py setup-cell)")
+    second = "".join(cells[1]["source"])
+    assert second.startswith("# NBVAL_IGNORE_OUTPUT") and "setup(seed=" in second, (
+        f"{rel(path)}: the second cell must report the device and seed (inferbook.notebook.setup)")
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_no_absolute_paths(path):
+    text = path.read_text()
+    hits = sorted(set(m.group(0) for m in ABSOLUTE_PATH.finditer(text)))
+    assert not hits, f"{rel(path)} contains machine-specific paths: {hits}"
+
+
+def test_every_notebook_is_in_the_toc():
+    toc = (ROOT / "_toc.yml").read_text()
+    missing = [rel(p) for p in ALL if rel(p).removesuffix(".ipynb") not in toc]
+    assert not missing, f"not in _toc.yml: {missing}"

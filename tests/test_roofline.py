@@ -1,0 +1,37 @@
+import pytest
+
+from inferbook.hardware import GPUS, gpu
+from inferbook.roofline import attainable_flops, bound, forward_cost
+
+LLAMA2_7B = dict(n_params=6.74e9, n_layer=32, d_attn=4096, kv_dim=4096)
+
+
+def test_decode_is_memory_bound_and_prefill_compute_bound_on_every_gpu():
+    for g in GPUS.values():
+        if g.fp16_tensor_flops is None:
+            continue
+        decode = forward_cost(**LLAMA2_7B, batch=1, new_tokens=1, past_tokens=512)
+        prefill = forward_cost(**LLAMA2_7B, batch=1, new_tokens=4096, past_tokens=0)
+        assert bound(g, decode.intensity) == "memory-bound"
+        assert bound(g, prefill.intensity) == "compute-bound", g.name
+
+
+def test_intensity_is_about_batch_at_short_context():
+    # 2 FLOP per weight per token, 2 bytes per weight: intensity ≈ tokens per pass
+    c = forward_cost(**LLAMA2_7B, batch=8, new_tokens=1, past_tokens=0)
+    assert 7.9 < c.intensity < 8.1
+
+
+def test_attainable_is_min_of_roofs():
+    h100 = gpu("h100 sxm")
+    assert attainable_flops(h100, 1.0) == pytest.approx(3.35e12)
+    assert attainable_flops(h100, 1e6) == h100.fp16_tensor_flops
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="batch"):
+        forward_cost(**LLAMA2_7B, batch=0, new_tokens=1, past_tokens=0)
+    with pytest.raises(ValueError, match="unknown GPU"):
+        gpu("Z100")
+    with pytest.raises(ValueError, match="A10G"):
+        attainable_flops(gpu("A10G"), 10)
