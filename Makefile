@@ -16,7 +16,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # The widget renderer JS, served locally so the book works offline (not under _static/:
 # Jupyter Book would inject every .js file there into every page).
-$(VENDOR)/.fetched:
+$(VENDOR)/.fetched: book/fetch_vendor.sh
 	bash book/fetch_vendor.sh $(VENDOR)
 	touch $@
 

@@ -225,7 +225,7 @@ def attention_flops(n_q: int, n_k: int, head_dim: int, causal: bool = False, bat
 
 def _causal_mask(qs: int, qe: int, ks: int, ke: int, offset: int) -> np.ndarray:
     """Return the [qe - qs, ke - ks] boolean mask: True where query row i may see key j."""
-    return np.arange(ks, ke)[None, :] < np.arange(qs, qe)[:, None] + offset
+    return np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None] + offset
 
 
 def _tile_state(qs, qe, ks, ke, m, l, acc, p, batch, heads) -> TileState:

@@ -37,6 +37,10 @@ Public API (stable; the serving engine builds on it):
     The cache protocol of `gpt.py`, ``update(layer, k_new, v_new, pos) -> (k, v)``, for one
     sequence (batch 1), so ``GPT.forward(idx, cache=view, pos=p)`` runs through the pages.
 
+``BatchCacheView(cache, seq_ids)``
+    The same protocol for several sequences of equal length run as one batch ([len(seq_ids), ...]),
+    e.g. the forks of one prompt continued together.
+
 ``paged_attention(q, k_pool, v_pool, block_table, context_len)``
     Causal attention for one sequence reading keys/values through its block table.
     ``paged_decode_attention(q, k_pool, v_pool, block_tables, context_lens)``: one query per
@@ -359,6 +363,33 @@ class SequenceCacheView:
         self.cache.write(layer, self._slots, k_new[0].transpose(0, 1), v_new[0].transpose(0, 1))
         k, v = self.cache.gather(layer, self.seq_id, pos + t)
         return k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)
+
+
+class BatchCacheView:
+    """Several sequences of a `PagedKVCache`, all of the same length, behind the `gpt.py` protocol.
+
+    Row b of the batch is sequence `seq_ids[b]`; each row appends and reads through its own block
+    table (shared blocks are copied on write as usual).
+    """
+
+    def __init__(self, cache: PagedKVCache, seq_ids: Sequence[Hashable]):
+        if not seq_ids:
+            raise ValueError("BatchCacheView needs at least one sequence")
+        lengths = {cache.num_tokens(s) for s in seq_ids}
+        if len(lengths) != 1:
+            raise ValueError(f"BatchCacheView needs sequences of equal length, got lengths {sorted(lengths)}")
+        self.views = [SequenceCacheView(cache, s) for s in seq_ids]
+
+    @property
+    def length(self) -> int:
+        return self.views[0].length
+
+    def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
+        """k_new, v_new: [batch, heads, t, d] for positions pos..pos+t−1; returns [batch, heads, pos+t, d]."""
+        if k_new.shape[0] != len(self.views):
+            raise ValueError(f"batch of {k_new.shape[0]} rows for {len(self.views)} sequences")
+        out = [view.update(layer, k_new[b:b + 1], v_new[b:b + 1], pos) for b, view in enumerate(self.views)]
+        return torch.cat([k for k, _ in out]), torch.cat([v for _, v in out])
 
 
 def _check_attention_inputs(q, n_heads, k_pool, v_pool):

@@ -25,7 +25,7 @@ Public API (stable):
     ``PagedKVCache.add_sequence(seq_id, blocks)``), ``insert(tokens, block_table)`` (index the
     full blocks of a sequence whose KV has been computed), ``is_cached(block)``, ``evict(block)``,
     counters ``query_tokens``, ``hit_tokens``, ``hit_rate``, ``evictions``, ``num_cached_blocks``.
-``score_forked(model, prompt, completions, block_size=16)`` and ``score_reencoded(model, prompt, completions)``
+``score_forked(model, prompt, completions, block_size=16, batch=False)`` and ``score_reencoded(model, prompt, completions, batch=False)``
     Prefix sharing inside one request (the lesson's exercise 2): the logits of several completions
     of one prompt, by prefilling the prompt once and forking its paged cache per completion
     (copy-on-write), or by re-encoding prompt + completion each time. Same logits, less work.
@@ -145,25 +145,38 @@ class PrefixCache:
 
 
 # --- fork after prefill ------------------------------------------------------------------------
-def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[int]], block_size: int = 16):
+def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[int]], block_size: int = 16,
+                 batch: bool = False):
     """Return each completion's logits [len(c), vocab], computed on a fork of the prompt's cache.
 
     The prompt runs through the model once; every completion continues from a fork of its
     paged cache (the prompt's blocks are shared; the partly filled last block is copied on the
-    first write). Logit row j predicts the token after completion token j.
+    first write). Logit row j predicts the token after completion token j. With `batch` (all
+    completions of one length), the forks run as one batch, as a serving engine would.
     """
     import torch
 
-    if len(prompt) == 0 or any(len(c) == 0 for c in completions):
-        raise ValueError("the prompt and every completion need at least one token")
+    from .paged import BatchCacheView
+
+    if len(prompt) == 0 or not completions or any(len(c) == 0 for c in completions):
+        raise ValueError("need a non-empty prompt and at least one non-empty completion")
+    if batch and len({len(c) for c in completions}) != 1:
+        raise ValueError("batch=True needs completions of equal length")
     cfg = model.config
-    total = len(prompt) + max(len(c) for c in completions)
-    num_blocks = -(-len(prompt) // block_size) + len(completions) * (-(-total // block_size))
+    shared = len(prompt) // block_size  # full prompt blocks, never copied
+    per_fork = -(-(len(prompt) + max(len(c) for c in completions)) // block_size) - shared
+    num_blocks = -(-len(prompt) // block_size) + (len(completions) if batch else 1) * per_fork
     cache = PagedKVCache.for_model(cfg, num_blocks, block_size, dtype=next(model.parameters()).dtype)
     cache.add_sequence("prompt")
-    out = []
     with torch.inference_mode():
         model(torch.tensor([list(prompt)]), cache=cache.view("prompt"), pos=0, last_only=True)
+        if batch:
+            for i in range(len(completions)):
+                cache.fork("prompt", i)
+            view = BatchCacheView(cache, list(range(len(completions))))
+            logits = model(torch.tensor([list(c) for c in completions]), cache=view, pos=len(prompt))
+            return list(logits)
+        out = []
         for i, c in enumerate(completions):
             cache.fork("prompt", i)
             logits = model(torch.tensor([list(c)]), cache=cache.view(i), pos=len(prompt))
@@ -172,15 +185,28 @@ def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[in
     return out
 
 
-def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence[int]]):
-    """Return each completion's logits [len(c), vocab] by running prompt + completion from scratch."""
+def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence[int]], batch: bool = False):
+    """Return each completion's logits [len(c), vocab] by running prompt + completion from scratch.
+
+    Only the completion's positions go through the output projection, as in `score_forked`, so
+    the two differ only in the prompt's prefill (`GPT.forward` projects every position or the
+    last one; this runs its blocks and projects the tail). With `batch` (completions of one
+    length) all prompt + completion sequences run as one batch.
+    """
     import torch
 
+    if batch and len({len(c) for c in completions}) != 1:
+        raise ValueError("batch=True needs completions of equal length")
+    groups = [list(completions)] if batch else [[c] for c in completions]
     out = []
     with torch.inference_mode():
-        for c in completions:
-            logits = model(torch.tensor([list(prompt) + list(c)]))
-            out.append(logits[0, len(prompt):])
+        for group in groups:
+            idx = torch.tensor([list(prompt) + list(c) for c in group])
+            x = model.wte(idx) + model.wpe(torch.arange(idx.shape[1]))
+            for block in model.blocks:
+                x = block(x)
+            x = model.ln_f(x[:, len(prompt):])
+            out.extend(x @ model.wte.weight.T)
     return out
 
 

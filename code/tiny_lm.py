@@ -4,7 +4,7 @@ The serving chapters need a model whose outputs mean something (so a draft can a
 yet runs in milliseconds on a CPU. Both models are `gpt.GPT`s over a fixed 96-character
 vocabulary (newline + printable ASCII), trained ahead of time by this module's `main()` on the
 source of a few pure-Python standard-library modules, and committed as float16 weights under
-`outputs/tiny_lm/` (under 1 MB). Retrain with
+`outputs/tiny_lm/` (about 0.4 MB). Retrain with
 
     .venv/bin/python -m inferbook.tiny_lm            # a few minutes on 2 CPU cores
 
@@ -34,8 +34,8 @@ UNKNOWN = _INDEX["?"]
 CORPUS_MODULES = ("textwrap", "string", "fnmatch", "glob", "shlex", "difflib", "heapq", "bisect",
                   "functools", "contextlib", "dataclasses", "enum", "argparse", "calendar")
 
-TARGET_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=256, n_embd=96, n_layer=3, n_head=3)
-DRAFT_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=256, n_embd=64, n_layer=1, n_head=2)
+TARGET_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=128, n_embd=64, n_layer=4, n_head=4)
+DRAFT_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=128, n_embd=32, n_layer=1, n_head=2)
 
 
 def encode(text: str) -> list[int]:
@@ -106,11 +106,13 @@ def train(config: GPTConfig, tokens: torch.Tensor, steps: int, batch: int, seq_l
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Train the tiny target and draft models.")
-    ap.add_argument("--target-steps", type=int, default=800)
-    ap.add_argument("--draft-steps", type=int, default=800)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--target-steps", type=int, default=2000)
+    ap.add_argument("--draft-steps", type=int, default=2000)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--only", choices=["target", "draft"], default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    torch.set_num_threads(1)  # small matrices: one thread is as fast and does not fight for cores
     text = corpus_text()
     tokens = torch.tensor(encode(text))
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -119,6 +121,8 @@ def main() -> None:
     print(f"corpus: {len(tokens)} characters from {len(CORPUS_MODULES)} stdlib modules (sha256 {digest})")
     for name, config, steps in (("draft", DRAFT_CONFIG, args.draft_steps),
                                 ("target", TARGET_CONFIG, args.target_steps)):
+        if args.only not in (None, name):
+            continue
         print(f"training {name}: {config}")
         model, losses = train(config, tokens, steps, args.batch, config.n_positions)
         blob = {

@@ -3,12 +3,12 @@
 Returns of the public functions:
 
 - `flash_attention(q, k, v, causal)` -> `(o, lse)`: the Triton forward (FlashAttention-2
-  work split {cite:p}`dao2024flashattention2`), differentiable in `q`, `k`, `v`.
+  work split, Dao 2023), differentiable in `q`, `k`, `v`.
 - `attention_reference(q, k, v, causal)` -> `(o, lse)`: the plain computation in float64.
 - `attention_naive(q, k, v, causal)` -> `(o, lse)`: the plain computation in the inputs' dtype
   (the baseline of flash-attention's error rule).
 - `split_kv_attention(q, k, v, num_splits)` -> `(o, lse)`: decoding attention split along the
-  KV cache ("flash-decoding" {cite:p}`dao2023flashdecoding`), in PyTorch.
+  KV cache ("flash-decoding", Dao et al. 2023), in PyTorch.
 - `merge_partials(outputs, lses)` -> `(o, lse)`: the exact merge of partial attention results.
 - `FLASH_ATTENTION_VERSIONS`: FlashAttention 1-4 (year, hardware, what changed, reported
   speedups, cited) as data; `flash_versions_for(compute_capability)` picks the applicable ones.
@@ -30,7 +30,7 @@ bfloat16 wrongly (triton-lang/triton issue 11584), so under the interpreter bf16
 upcast to float32 before the kernel and the output is cast back; on a GPU bf16 runs natively.
 
 The backward pass is NOT a Triton kernel: it is the recompute-based FlashAttention backward
-{cite:p}`dao2022flashattention` written in PyTorch (`_flash_backward_torch`): from Q, K, V, O,
+(Dao et al. 2022) written in PyTorch (`_flash_backward_torch`): from Q, K, V, O,
 dO and the saved logsumexp it recomputes P one K/V tile at a time, so it never stores the
 N x N matrix either, but it runs at PyTorch speed, not kernel speed.
 """
@@ -414,31 +414,37 @@ def split_kv_attention(q, k, v, num_splits: int, sm_scale=None):
     """Return (o, lse) of non-causal attention computed as `num_splits` KV chunks + a merge.
 
     The decode-time form: q is a few new query rows (usually n_q = 1) that see the whole
-    cache k, v ([batch, kv_heads, n_kv, d]). Each chunk is what one GPU program would compute
-    on its own; here each is plain attention in float32 (float64 for float64 inputs).
+    cache k, v ([batch, kv_heads, n_kv, d]). The cache is cut into `num_splits` chunks of
+    ceil(n_kv / num_splits) keys (the last ones padded with masked keys); each chunk's
+    (o_s, lse_s) is what one GPU program would compute on its own, all chunks at once here as
+    one batched computation in float32 (float64 for float64 inputs); `merge_partials` then
+    combines them exactly.
     """
     if not isinstance(num_splits, int) or num_splits < 1:
         raise ValueError(f"num_splits must be a positive int; got {num_splits!r}")
     if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
         raise ValueError("q must be [B, H, n_q, d] and k, v [B, H_kv, n_kv, d] of equal shape")
-    n_kv = k.shape[2]
+    batch, kv_heads, n_kv, head_dim = k.shape
     if num_splits > n_kv:
         raise ValueError(f"num_splits ({num_splits}) must be <= n_kv ({n_kv})")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(q.shape[-1])
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    qw, kw, vw = q.to(work), k.to(work), v.to(work)
-    group = q.shape[1] // k.shape[1]
-    bounds = [round(i * n_kv / num_splits) for i in range(num_splits + 1)]
-    outs, lses = [], []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        k_s = kw[:, :, lo:hi].repeat_interleave(group, dim=1)
-        v_s = vw[:, :, lo:hi].repeat_interleave(group, dim=1)
-        s = qw @ k_s.transpose(-1, -2) * sm_scale
-        lse_s = torch.logsumexp(s, dim=-1)
-        outs.append(torch.softmax(s, dim=-1) @ v_s)
-        lses.append(lse_s)
-    o, lse = merge_partials(torch.stack(outs), torch.stack(lses))
+    group = q.shape[1] // kv_heads
+    chunk = -(-n_kv // num_splits)
+    pad = chunk * num_splits - n_kv
+    # [B, H_kv, S, chunk, d]; padded keys are masked below
+    split_shape = (batch, kv_heads, num_splits, chunk, head_dim)
+    k_s = torch.nn.functional.pad(k.to(work), (0, 0, 0, pad)).reshape(split_shape)
+    v_s = torch.nn.functional.pad(v.to(work), (0, 0, 0, pad)).reshape(split_shape)
+    k_s = k_s.repeat_interleave(group, dim=1)
+    v_s = v_s.repeat_interleave(group, dim=1)
+    s = (q.to(work)[:, :, None] @ k_s.transpose(-1, -2)) * sm_scale    # [B, H, S, n_q, chunk]
+    real = (torch.arange(num_splits * chunk, device=q.device) < n_kv).view(num_splits, 1, chunk)
+    s = s.masked_fill(~real, float("-inf"))
+    lse_s = torch.logsumexp(s, dim=-1)                                  # [B, H, S, n_q]
+    o_s = (torch.softmax(s, dim=-1) @ v_s).nan_to_num(0.0)              # an all-padding chunk -> 0
+    o, lse = merge_partials(o_s.movedim(2, 0), lse_s.movedim(2, 0))
     return o.to(q.dtype), lse
 
 
@@ -538,7 +544,7 @@ FLASH_ATTENTION_VERSIONS: tuple[FlashAttentionVersion, ...] = (
         "15% end-to-end on BERT-large vs the MLPerf 1.1 record; 3x on GPT-2 (N=1K); "
         "2.4x on long-range arena (N=1K-4K)", True, "dao2022flashattention"),
     FlashAttentionVersion(
-        "FlashAttention-2", 2023, "Ampere, Ada, Hopper (A100, RTX 4090, H100); needs sm80+", (8, 0),
+        "FlashAttention-2", 2023, "Ampere, Ada, Hopper (A100, RTX 4090, H100)", (8, 0),
         "fewer non-matmul FLOPs; parallel over the sequence too; Q split across warps, not K",
         "about 2x over FlashAttention; 50-73% of A100 peak; up to 225 TFLOP/s per A100 "
         "in GPT training", True, "dao2024flashattention2"),

@@ -42,12 +42,22 @@ if "google.colab" in sys.modules:
     os.chdir(book + "/notebooks")'''
 
 
+def setup_cell() -> nbformat.NotebookNode:
+    """Return the setup cell, collapsed in the rendered book (tag hide-input)."""
+    cell = nbformat.v4.new_code_cell(setup_cell_source())
+    cell.metadata["tags"] = ["hide-input"]
+    return cell
+
+
 def new_notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
-    """Return a notebook from (kind, source) pairs, kind 'md' or 'code'; the setup cell comes first."""
+    """Return a notebook from (kind, source) pairs, kind 'md' or 'code': the title, the setup cell, the rest."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    nb.cells.append(nbformat.v4.new_code_cell(setup_cell_source()))
+    if cells and cells[0][0] == "md" and cells[0][1].lstrip().startswith("# "):
+        nb.cells.append(nbformat.v4.new_markdown_cell(cells[0][1].strip("\n")))  # the title comes first
+        cells = cells[1:]
+    nb.cells.append(setup_cell())
     for kind, source in cells:
         make = nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell
         nb.cells.append(make(source.strip("\n")))

@@ -28,6 +28,8 @@ def html(tmp_path_factory):
     config = (ROOT / "_config.yml").read_text()
     config, n = re.subn(r"execute_notebooks: \w+", "execute_notebooks: 'off'", config)
     assert n == 1
+    # a config outside the source folder resolves local_extensions relative to itself
+    config = config.replace("inferbook_sphinx: book/_ext", f"inferbook_sphinx: {ROOT / 'book' / '_ext'}")
     (out / "_config.yml").write_text(config)
     jb = Path(sys.executable).parent / "jupyter-book"
     proc = subprocess.run(

@@ -11,6 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from inferbook.decode import generate_cached
 from inferbook.gpt import GPT, GPTConfig, causal_attention
 from inferbook.paged import (
+    BatchCacheView,
     BlockAllocator,
     OutOfBlocksError,
     PagedKVCache,
@@ -364,3 +365,24 @@ def test_view_refuses_rewrites_and_batches(model):
         view.update(0, k, k, 1)
     with pytest.raises(ValueError, match="one sequence"):
         view.update(0, torch.zeros(2, 4, 1, 16), torch.zeros(2, 4, 1, 16), 3)
+
+
+def test_batch_view_runs_forks_together_like_one_at_a_time(model):
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(0, 300, (1, 19), generator=g)
+    conts = torch.randint(0, 300, (3, 6), generator=g)
+    cache = PagedKVCache.for_model(model.config, num_blocks=16, block_size=8)
+    cache.add_sequence("P")
+    with torch.inference_mode():
+        model(prompt, cache=cache.view("P"), pos=0)
+        for i in range(3):
+            cache.fork("P", i)
+        batched = model(conts, cache=BatchCacheView(cache, [0, 1, 2]), pos=19)
+        for i in range(3):
+            ref = model(torch.cat([prompt, conts[i:i + 1]], 1))[0, 19:]
+            torch.testing.assert_close(batched[i], ref, rtol=1e-5, atol=1e-5)
+    assert cache.copies == 3
+    check_invariants(cache)
+    cache.append_slots(0, 1)
+    with pytest.raises(ValueError, match="equal length"):
+        BatchCacheView(cache, [0, 1])

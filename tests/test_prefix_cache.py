@@ -13,6 +13,8 @@ from inferbook.prefix_cache import (
     block_hashes,
     hash_block,
     replay,
+    score_forked,
+    score_reencoded,
 )
 
 
@@ -174,3 +176,23 @@ def test_one_prefix_cache_per_allocator():
     PrefixCache(alloc)
     with pytest.raises(ValueError, match="already has"):
         PrefixCache(alloc)
+
+
+def test_forked_scoring_equals_reencoding_one_by_one_and_batched():
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=100, n_positions=64, n_embd=32, n_layer=2, n_head=2)).eval()
+    prompt = torch.randint(0, 100, (21,)).tolist()
+    same_len = [torch.randint(0, 100, (5,)).tolist() for _ in range(3)]
+    ragged = same_len[:2] + [[1, 2]]
+    ref = score_reencoded(model, prompt, same_len)
+    for got in (score_forked(model, prompt, same_len), score_forked(model, prompt, same_len, batch=True),
+                score_reencoded(model, prompt, same_len, batch=True)):
+        for a, b in zip(got, ref):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(score_forked(model, prompt, ragged), score_reencoded(model, prompt, ragged)):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="equal length"):
+        score_forked(model, prompt, ragged, batch=True)
+    with pytest.raises(ValueError):
+        score_forked(model, [], same_len)

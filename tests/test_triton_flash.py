@@ -126,6 +126,27 @@ def test_matches_the_numpy_chapter_and_is_not_bit_identical_to_it():
     assert torch.allclose(lse.cpu(), torch.from_numpy(lse_np), atol=2e-6)
 
 
+def test_strided_inputs_in_flash_attn_layout():
+    # [batch, seq, heads, d] tensors viewed as [batch, heads, seq, d]: not contiguous, last stride 1
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 45, h, 32, generator=gen).to(DEVICE).transpose(1, 2) for h in (4, 2, 2))
+    assert not q.is_contiguous()
+    o, lse = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    ref_o, ref_lse = tf.attention_reference(q, k, v, causal=True)
+    assert max_err(o, ref_o) < 2e-6 and max_err(lse, ref_lse) < 2e-6
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="tests the interpreter's bf16 workaround only")
+def test_bfloat16_under_the_interpreter_is_upcast_not_garbage():
+    # NOT a test of the kernel's bf16 arithmetic (that needs a GPU, see below): it checks that
+    # the CPU path upcasts bf16 (the interpreter multiplies bf16 bit patterns) and casts back.
+    q, k, v = make_qkv(1, 2, 1, 20, 20, 16, torch.bfloat16)
+    o, _ = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    assert o.dtype == torch.bfloat16
+    assert_within_rule(o, tf.attention_naive(q, k, v, True)[0], tf.attention_reference(q, k, v, True)[0],
+                       torch.bfloat16, "bf16 output")
+
+
 @pytest.mark.skipif(DEVICE == "cpu", reason="bf16 needs a GPU: Triton's interpreter computes "
                     "bfloat16 wrongly (triton issue 11584), so the CPU path upcasts bf16 to fp32")
 def test_bfloat16_on_gpu():

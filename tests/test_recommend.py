@@ -1,0 +1,303 @@
+"""The recommender: real flags, memory that fits, refusals, and a skill file that cannot drift."""
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferbook import recommend as rec
+from inferbook import sizing
+from inferbook.hardware import gpu
+from inferbook.models import model
+from inferbook.recommend import (
+    WORKED_EXAMPLES, Plan, Refusal, Workload, check_command, choose_draft_length,
+    engine_args, generated_block, main, recommend, spec_schedule, weight_bytes_for,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SKILL = ROOT / "outputs" / "skill-inference-optimizer.md"
+
+# A grid of requests wide enough to reach every branch: every GPU class, dense/GQA/MLA/MoE,
+# every workload kind, with and without the optional knobs.
+GRID = [
+    (m, f"{n}x{g}", Workload(kind, context_tokens=ctx, typical_tokens=min(ctx, 2048),
+                             shared_prefix_tokens=1000 if kind == "agent" else 0,
+                             fp8_kv_quality_checked=fp8, draft_model=draft))
+    for (m, g, n), kind, ctx, fp8, draft in itertools.product(
+        [("Qwen2.5-7B", "T4", 1), ("Llama-3.1-8B", "L4", 1), ("Qwen2.5-14B", "A100 80GB", 2),
+         ("Llama-3.1-70B", "H100", 4), ("Mixtral-8x7B", "H100", 2), ("DeepSeek-V3", "H200", 8),
+         ("Gemma-2-9B", "B200", 1), ("Mistral-7B-v0.1", "A10G", 1)],
+        ["chat", "agent", "rag", "batch"], [4096, 8192], [False, True], [None, "org/eagle3-head"])
+]
+
+
+def _results():
+    out = []
+    for m, g, w in GRID:
+        r = recommend(m, g, w)
+        out.append((m, g, w, r))
+    return out
+
+
+RESULTS = _results()
+PLANS = [r for *_, r in RESULTS if r.ok]
+
+
+def test_grid_produces_plans_and_commands():
+    assert len(PLANS) >= 100, "the grid should mostly produce plans"
+    for p in PLANS:
+        assert p.vllm_command.startswith(f"vllm serve {p.served_model}")
+        assert "python -m sglang.launch_server" in p.sglang_command
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_flag_of_every_generated_command_exists(engine):
+    index = {n for f in engine_args(engine)["flags"] for n in f.get("names", [])}
+    for p in PLANS + [rec.run_example(e) for e in WORKED_EXAMPLES if rec.run_example(e).ok]:
+        argv = p.vllm_argv if engine == "vllm" else p.sglang_argv
+        flags = [a for a in argv if a.startswith("--")]
+        assert flags, "a command without flags"
+        missing = [f for f in flags if f not in index]
+        assert not missing, f"{engine} flags not in the pinned release: {missing}"
+        assert check_command(argv, engine) == []
+
+
+def test_checker_rejects_what_the_seeds_invented():
+    # The blog's EngineArgs(use_flash_attention=True) has no CLI counterpart.
+    assert check_command(["vllm", "serve", "m", "--use-flash-attention"], "vllm")
+    assert check_command(["vllm", "serve", "m", "--kv-cache-dtype", "fp9"], "vllm")
+    assert check_command(["vllm", "serve", "m", "--tensor-parallel-size"], "vllm")  # no value
+    bogus = json.dumps({"method": "telepathy", "num_speculative_tokens": 3})
+    assert check_command(["vllm", "serve", "m", "--speculative-config", bogus], "vllm")
+    assert check_command(["python", "-m", "sglang.launch_server", "--kv-cache-dtype", "fp8"],
+                         "sglang"), "SGLang 0.5.23 spells it fp8_e4m3"
+    # and accepts what the lesson's own command uses (all four are real vLLM flags)
+    lesson = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "4",
+              "--max-model-len", "32768", "--enable-prefix-caching", "--kv-cache-dtype", "fp8"]
+    assert check_command(lesson, "vllm") == []
+
+
+def test_stored_arg_lists_say_where_they_come_from():
+    for engine, version in (("vllm", "0.33.0"), ("sglang", "0.5.23")):
+        d = engine_args(engine)
+        assert d["version"] == version
+        assert re.fullmatch(r"[0-9a-f]{64}", d["source"]["sha256"])
+        assert d["source"]["read_from"] and d["source"]["artifact"].endswith(".whl")
+        assert len(d["flags"]) > 200
+    v = {n for f in engine_args("vllm")["flags"] for n in f.get("names", [])}
+    assert {"--tensor-parallel-size", "--gpu-memory-utilization", "--max-num-seqs",
+            "--max-num-batched-tokens", "--enable-chunked-prefill", "--speculative-config",
+            "--attention-backend"} <= v
+    s = {n for f in engine_args("sglang")["flags"] for n in f.get("names", [])}
+    assert {"--model-path", "--tp-size", "--mem-fraction-static", "--max-running-requests",
+            "--chunked-prefill-size", "--speculative-algorithm", "--disable-radix-cache"} <= s
+
+
+def _hand_weight_bytes(spec, dtype):
+    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "int4": 4.25}[dtype]
+    if bits == 16:
+        return spec.n_params * 2
+    emb = spec.vocab_size * spec.hidden_size * (1 if spec.tie_word_embeddings else 2)
+    return (spec.n_params - emb) * bits / 8 + 2 * emb
+
+
+def test_every_plan_fits_weights_plus_kv_plus_reserve():
+    for p in PLANS:
+        spec, g = model(p.model), gpu(p.gpu)
+        shards = p.tensor_parallel * p.pipeline_parallel
+        weights = _hand_weight_bytes(spec, p.weight_dtype) / shards
+        assert abs(weights - p.memory.weight_bytes) / weights < 0.01
+        kv_seq = p.max_model_len * p.memory.kv_bytes_per_token
+        used = p.memory.reserve_bytes + p.memory.weight_bytes + kv_seq
+        assert used <= g.hbm_bytes, f"{p.model} on {p.gpu}: one full sequence does not fit"
+        typical = p.workload.sizing_tokens
+        prefix = p.workload.shared_prefix_tokens
+        kv_all = (prefix + p.max_num_seqs * (typical - prefix)) * p.memory.kv_bytes_per_token
+        assert p.memory.reserve_bytes + p.memory.weight_bytes + kv_all <= g.hbm_bytes
+        assert p.tensor_parallel * p.pipeline_parallel * p.data_parallel == p.num_gpus
+
+
+def test_plans_agree_with_the_sizing_module():
+    for p in PLANS:
+        if p.weight_dtype != "bf16" or p.pipeline_parallel != 1:
+            continue
+        report = sizing.fits(p.model, p.gpu, p.tensor_parallel, p.max_model_len, 1,
+                             p.kv_dtype, p.weight_dtype)
+        assert report.fits
+        assert report.weight_bytes_per_gpu == p.memory.weight_bytes
+
+
+def test_tp_degree_is_the_smallest_that_fits():
+    # Llama-3.1-70B, 4 x H100, 32K: TP=2 leaves ~1.5 GB per GPU, one 32K sequence needs 5.4 GB.
+    p = recommend("Llama-3.1-70B", "4xH100", Workload("chat", context_tokens=32768))
+    assert (p.tensor_parallel, p.data_parallel) == (4, 1)
+    spec = model("Llama-3.1-70B")
+    tp2_left = 80e9 * 0.9 - spec.n_params * 2 / 2
+    per_seq_tp2 = 32768 * 80 * 2 * (8 // 2) * 128 * 2
+    assert tp2_left < per_seq_tp2
+    # with room for it, the same model on 8 GPUs at 8K runs smaller TP plus replicas
+    q = recommend("Llama-3.1-70B", "8xH100", Workload("chat", context_tokens=8192))
+    assert q.tensor_parallel == 2 and q.data_parallel == 4
+
+
+def test_concurrency_target_raises_tp():
+    low = recommend("Llama-3.1-8B", "4xH100", Workload("chat", context_tokens=32768,
+                                                        concurrency=8))
+    high = recommend("Llama-3.1-8B", "4xH100", Workload("chat", context_tokens=32768,
+                                                         concurrency=40))
+    assert low.tensor_parallel < high.tensor_parallel
+    assert high.max_num_seqs == 40
+
+
+def test_refuses_models_that_do_not_fit():
+    r = recommend("Llama-3.1-405B", "1xT4", Workload("chat", context_tokens=4096))
+    assert isinstance(r, Refusal) and not r.ok
+    assert "does not fit" in r.reason and "GB" in r.reason
+    # bf16 Llama-3.1-70B (141 GB) cannot fit one 141 GB H200 ...
+    r = recommend("Llama-3.1-70B", "1xH200", Workload("chat", context_tokens=8192,
+                                                      allow_quantization=False))
+    assert isinstance(r, Refusal)
+    # ... fp8 weights (72.7 GB with 16-bit embeddings) do
+    p = recommend("Llama-3.1-70B", "1xH200", Workload("chat", context_tokens=8192))
+    assert p.ok and p.quantization == "fp8"
+
+
+def test_refuses_contexts_longer_than_the_model():
+    r = recommend("Llama-2-7B", "1xA100", Workload("rag", context_tokens=4097))
+    assert isinstance(r, Refusal) and "4,096" in r.reason
+    assert recommend("Llama-2-7B", "1xA100", Workload("rag", context_tokens=4096)).ok
+
+
+def test_int4_needs_a_quantized_checkpoint():
+    r = recommend("Llama-3.1-405B", "4xH100", Workload("chat", context_tokens=8192))
+    assert isinstance(r, Refusal) and "pre-quantized" in r.reason
+    p = recommend("Llama-3.1-405B", "4xH100", Workload("chat", context_tokens=8192),
+                  served_model="example/Llama-3.1-405B-AWQ")
+    assert p.ok and p.quantization == "awq" and "--quantization awq" in p.vllm_command
+
+
+def test_architecture_rules():
+    t4 = recommend("Qwen2.5-7B", "1xT4", "chat")
+    assert (t4.vllm_attention_backend, t4.hf_attn_implementation) == ("TRITON_ATTN", "sdpa")
+    assert t4.compute_dtype == "fp16" and "--dtype half" in t4.vllm_command
+    a100 = recommend("Qwen2.5-7B", "1xA100", "chat")
+    assert a100.flash_attention_version == 2 and a100.compute_dtype == "bf16"
+    h100 = recommend("Qwen2.5-7B", "1xH100", "chat")
+    assert h100.flash_attention_version == 3 and h100.sglang_attention_backend == "fa3"
+    b200 = recommend("Qwen2.5-7B", "1xB200", "chat")
+    assert b200.vllm_attention_backend == "FLASHINFER" and b200.hf_attn_implementation == "flash_attention_4"
+    ds = recommend("DeepSeek-V3", "8xH200", "chat")
+    assert ds.vllm_attention_backend.endswith("MLA")
+
+
+def test_fp8_kv_only_with_a_quality_check_and_fp8_hardware():
+    base = Workload("chat", context_tokens=8192)
+    checked = Workload("chat", context_tokens=8192, fp8_kv_quality_checked=True)
+    assert recommend("Llama-3.1-8B", "1xH100", base).kv_dtype == "bf16"
+    p = recommend("Llama-3.1-8B", "1xH100", checked)
+    assert p.kv_dtype == "fp8" and "--kv-cache-dtype fp8" in p.vllm_command
+    assert "--kv-cache-dtype fp8_e4m3" in p.sglang_command
+    assert recommend("Llama-3.1-8B", "1xA100", checked).kv_dtype == "bf16"   # sm80: no fp8
+
+
+def test_prefix_caching_for_repeated_prompts():
+    p = recommend("Qwen2.5-14B", "2xA100", Workload("agent", context_tokens=16384,
+                                                     shared_prefix_tokens=6000, concurrency=32))
+    assert p.prefix_caching and "--enable-prefix-caching" in p.vllm_argv
+    assert "--disable-radix-cache" not in p.sglang_argv
+    without = recommend("Qwen2.5-14B", "2xA100", Workload("agent", context_tokens=16384,
+                                                           concurrency=32))
+    assert p.memory.seqs_at(16384, 6000) > without.memory.seqs_at(16384, 0)
+
+
+def test_speculation_off_for_batch_and_scheduled_off_under_load():
+    assert recommend("Llama-3.1-8B", "1xH100", Workload("batch")).speculation is None
+    # 512-token chats: hundreds fit, far past H100's ~295-token compute-bound point
+    p = recommend("Llama-3.1-8B", "1xH100", Workload("chat", context_tokens=4096,
+                                                     typical_tokens=512, draft_model="org/eagle3"))
+    s = p.speculation
+    assert s.method == "eagle3" and s.schedule[0][:1] == (1,)
+    assert s.schedule[-1][2] == 0, "at the largest batch the draft is off"
+    cfg = json.loads(p.vllm_argv[p.vllm_argv.index("--speculative-config") + 1])
+    assert cfg["num_speculative_tokens_per_batch_size"][-1][2] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 8), t_crit=st.floats(1.5, 5000), max_seqs=st.integers(1, 600))
+def test_schedule_is_a_valid_vllm_schedule(k, t_crit, max_seqs):
+    sched = spec_schedule(k, t_crit, max_seqs)
+    assert sched[0][0] == 1 and sched[-1][1] == max_seqs
+    for (a, b, kb), nxt in zip(sched, sched[1:] + ((None, None, None),)):
+        assert a <= b and 0 <= kb <= k
+        if nxt[0] is not None:
+            assert nxt[0] == b + 1 and nxt[2] <= kb      # contiguous, k never grows with load
+        if kb > 0:
+            assert b * (kb + 1) <= t_crit                 # verification stays memory-bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(alpha=st.floats(0.05, 0.95), cost=st.floats(0, 0.5))
+def test_draft_length_is_near_optimal(alpha, cost):
+    from inferbook.speculative import expected_tokens_per_pass
+    k = choose_draft_length(alpha, cost)
+    speed = [expected_tokens_per_pass(alpha, j) / (1 + j * cost) for j in range(1, 9)]
+    assert 1 <= k <= 8 and speed[k - 1] >= 0.9 * max(speed)
+    assert all(s < 0.9 * max(speed) for s in speed[: k - 1])
+
+
+def test_weight_bytes_keep_embeddings_at_16_bits():
+    spec = model("Qwen2.5-7B")
+    emb = 152064 * 3584 * 2
+    assert weight_bytes_for(spec, "bf16") == sizing.weight_bytes(spec, "bf16")
+    assert weight_bytes_for(spec, "fp8") == (spec.n_params - emb) + 2 * emb
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: recommend("Llama-3.1-8B", "1xV100", "chat"),
+    lambda: recommend("Llama-3.1-8B", "0xH100", "chat"),
+    lambda: recommend("Nope-1B", "1xH100", "chat"),
+    lambda: recommend("Llama-3.1-8B", "1xH100", "podcast"),
+    lambda: Workload("chat", context_tokens=-1),
+    lambda: Workload("chat", context_tokens=1000, typical_tokens=2000),
+    lambda: Workload("agent", context_tokens=1000, shared_prefix_tokens=1000),
+    lambda: Workload("chat", acceptance_rate=1.5),
+])
+def test_invalid_input_raises_value_error(bad):
+    with pytest.raises(ValueError):
+        bad()
+
+
+def test_command_line(capsys):
+    assert main(["--model", "Llama-3.1-70B", "--gpu", "H100", "--num-gpus", "4",
+                 "--context", "32768", "--workload", "chat"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm serve meta-llama/Llama-3.1-70B" in out and "--tensor-parallel-size 4" in out
+    assert main(["--model", "Llama-2-7B", "--gpu", "A100", "--context", "32768"]) == 1
+    assert "Refused" in capsys.readouterr().out
+    assert main(["--model", "Llama-2-7B", "--gpu", "Z9"]) == 2
+
+
+def test_skill_file_examples_are_regenerated_from_the_recommender():
+    """No drift: every generated block in the skill file equals what the code produces now."""
+    text = SKILL.read_text()
+    for ex in WORKED_EXAMPLES:
+        block = generated_block(ex)
+        assert block in text, (f"skill file example {ex.name!r} is stale: run "
+                               "`python -m inferbook.recommend --update-skill`")
+
+
+def test_skill_file_rules_point_to_chapters_and_cite():
+    text = SKILL.read_text()
+    for chapter in ("01_kv_cache", "02_kv_cache_math", "03_flash_attention_numpy",
+                    "04_flash_attention_triton", "05_paged_attention", "06_continuous_batching",
+                    "07_speculative_decoding", "08_putting_it_together"):
+        assert chapter in text, f"no rule points to {chapter}"
+    keys = set(re.findall(r"^@\w+\{([^,]+),", (ROOT / "book" / "references.bib").read_text(), re.M))
+    cited = set(re.findall(r"\[([a-z_0-9]+)\]", text))
+    cited = {c for c in cited if re.search(r"\d", c) or c.startswith(("nvidia", "vllm", "sglang"))}
+    assert cited, "the skill file cites nothing"
+    assert cited <= keys, f"citations missing from references.bib: {sorted(cited - keys)}"
