@@ -37,6 +37,19 @@ from .paged import PagedKVCache
 from .prefix_cache import PrefixCache
 
 
+class EnginePagedKVCache(PagedKVCache):
+    """`paged.PagedKVCache` with slot indices built from a Python list (one tensor op, not six).
+
+    The engine reserves slots for every running sequence at every step; on a CPU the handful
+    of tiny tensor ops per reservation costs more than the model's decode step for that
+    sequence. Same bookkeeping, same results; only `_slots` is faster.
+    """
+
+    def _slots(self, table: list[int], start: int, stop: int) -> torch.Tensor:
+        bs = self.block_size
+        return torch.tensor([table[t // bs] * bs + t % bs for t in range(start, stop)], dtype=torch.long)
+
+
 @dataclass(frozen=True)
 class Request:
     """A generation request: `prompt` token ids, `max_new_tokens`, `arrival_time` (s, or steps)."""
@@ -192,14 +205,43 @@ class Scheduler:
         seq.status = Status.FINISHED
 
 
+@dataclass
+class _AttentionGroup:
+    """Padded attention inputs for a group of sequences (all decodes, or all prefill chunks)."""
+
+    token_index: torch.Tensor  # [T_g] positions of the group's tokens in the flat batch
+    rows: torch.Tensor  # [T_g] their rows in the padded [n_seq * q_max] query matrix
+    tables: torch.Tensor  # [n_seq, width] block tables, padded with block 0
+    mask: torch.Tensor  # [n_seq, 1, q_max, width * block_size] True where attention is allowed
+    n_seq: int
+    q_max: int
+
+
+def _group(members, offsets, tables, starts, lengths, block_size) -> _AttentionGroup:
+    q_max = max(lengths[b] for b in members)
+    width = max(-(-(starts[b] + lengths[b]) // block_size) for b in members)
+    token_index = [offsets[b] + i for b in members for i in range(lengths[b])]
+    rows = [j * q_max + i for j, b in enumerate(members) for i in range(lengths[b])]
+    query_pos = torch.full((len(members) * q_max,), -1, dtype=torch.long)
+    query_pos[rows] = torch.tensor([starts[b] + i for b in members for i in range(lengths[b])])
+    query_pos = query_pos.view(len(members), q_max)
+    allowed = torch.arange(width * block_size)[None, None, :] <= query_pos[:, :, None]  # causal
+    allowed[:, :, 0] |= query_pos < 0  # padded query rows attend somewhere harmless (discarded)
+    padded = torch.tensor([tables[b][:width] + [0] * (width - len(tables[b][:width])) for b in members])
+    return _AttentionGroup(torch.tensor(token_index), torch.tensor(rows), padded, allowed[:, None],
+                           len(members), q_max)
+
+
 @torch.inference_mode()
 def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[int], int]]) -> torch.Tensor:
     """Return next-token logits [len(batch), vocab]: one forward pass over every sequence's new tokens.
 
     batch: (seq_id, new token ids, start position) per sequence; the new tokens' KV slots must
     already be reserved in `cache` (positions start .. start + n − 1). Linear layers run on the
-    flat [total_tokens, n_embd] matrix; attention pads queries to the longest chunk and keys to
-    the longest context, masking the padding, so each sequence sees only its own tokens.
+    flat [total_tokens, n_embd] matrix (no padding). Attention runs per group, decodes (one
+    query each) apart from prefill chunks, as engines use a decode kernel and a prefill kernel:
+    within a group, queries are padded to the longest chunk and keys to the longest context and
+    the padding is masked, so each sequence sees only its own earlier tokens.
     """
     cfg = model.config
     n_head, head_dim = cfg.n_head, cfg.head_dim
@@ -207,40 +249,41 @@ def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[i
     if not batch or min(lengths) < 1:
         raise ValueError(f"every sequence in the batch needs ≥ 1 new token, got lengths {lengths}")
     starts = [start for _, _, start in batch]
-    contexts = [s + n for s, n in zip(starts, lengths)]
-    if max(contexts) > cfg.n_positions:
-        raise ValueError(f"a context of {max(contexts)} tokens exceeds n_positions={cfg.n_positions}")
-    n_seq, q_max, l_max = len(batch), max(lengths), max(contexts)
+    if max(s + n for s, n in zip(starts, lengths)) > cfg.n_positions:
+        raise ValueError(f"a context of {max(s + n for s, n in zip(starts, lengths))} tokens exceeds "
+                         f"n_positions={cfg.n_positions}")
+    bs = cache.block_size
+    tables = [cache.block_table(sid) for sid, _, _ in batch]
+    # Slot of token t: block_table[t // bs] * bs + t % bs (plain Python: a few dozen integers
+    # per step; building them as tensors per sequence would cost more than the model).
+    new_slots = torch.tensor([table[t // bs] * bs + t % bs
+                              for table, s, n in zip(tables, starts, lengths) for t in range(s, s + n)])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    decodes = [b for b, n in enumerate(lengths) if n == 1]
+    prefills = [b for b, n in enumerate(lengths) if n > 1]
+    groups = [_group(m, offsets, tables, starts, lengths, bs) for m in (decodes, prefills) if m]
     tokens = torch.tensor([t for _, toks, _ in batch for t in toks])
-    positions = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, lengths)])
-    new_slots = torch.cat([cache.slots(sid, s, s + n) for (sid, _, _), s, n in zip(batch, starts, lengths)])
-    key_slots = torch.zeros(n_seq, l_max, dtype=torch.long)
-    for b, ((sid, _, _), ctx) in enumerate(zip(batch, contexts)):
-        key_slots[b, :ctx] = cache.slots(sid, 0, ctx)
-    # Flat token t of sequence b, chunk offset i, goes to padded row b * q_max + i.
-    rows = torch.cat([b * q_max + torch.arange(n) for b, n in enumerate(lengths)])
-    query_pos = torch.full((n_seq, q_max), -1, dtype=torch.long)
-    query_pos.view(-1)[rows] = positions
-    allowed = torch.arange(l_max)[None, None, :] <= query_pos[:, :, None]  # causal, own tokens only
-    allowed[:, :, 0] |= query_pos < 0  # padded query rows: attend somewhere harmless (discarded)
-    mask = allowed[:, None]  # [n_seq, 1, q_max, l_max]
+    positions = torch.tensor([p for s, n in zip(starts, lengths) for p in range(s, s + n)])
 
     x = model.wte(tokens) + model.wpe(positions)  # [T, n_embd]
     for layer, block in enumerate(model.blocks):
         q, k, v = block.attn.qkv(block.ln_1(x)).split(cfg.n_embd, dim=-1)
         q, k, v = (z.view(-1, n_head, head_dim) for z in (q, k, v))  # [T, heads, d]
         cache.write(layer, new_slots, k, v)
-        k_all = cache.k_pool[layer].view(-1, n_head, head_dim)[key_slots].transpose(1, 2)  # [B, H, L, d]
-        v_all = cache.v_pool[layer].view(-1, n_head, head_dim)[key_slots].transpose(1, 2)
-        q_pad = q.new_zeros(n_seq * q_max, n_head, head_dim)
-        q_pad[rows] = q
-        q_pad = q_pad.view(n_seq, q_max, n_head, head_dim).transpose(1, 2)  # [B, H, Q, d]
-        scores = (q_pad @ k_all.transpose(-2, -1)) / math.sqrt(head_dim)
-        y = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v_all
-        y = y.transpose(1, 2).reshape(n_seq * q_max, cfg.n_embd)[rows]  # back to flat [T, n_embd]
-        x = x + block.attn.proj(y)
+        y = torch.empty_like(q)
+        for g in groups:
+            # Each sequence's blocks in logical order: [B, width, bs, H, d] -> [B, H, width * bs, d]
+            k_all = cache.k_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
+            v_all = cache.v_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
+            q_pad = q.new_zeros(g.n_seq * g.q_max, n_head, head_dim)
+            q_pad[g.rows] = q[g.token_index]
+            q_pad = q_pad.view(g.n_seq, g.q_max, n_head, head_dim).transpose(1, 2)  # [B, H, Q, d]
+            scores = (q_pad @ k_all.transpose(-2, -1)) / math.sqrt(head_dim)
+            out = torch.softmax(scores.masked_fill(~g.mask, float("-inf")), dim=-1) @ v_all
+            y[g.token_index] = out.transpose(1, 2).reshape(-1, n_head, head_dim)[g.rows]
+        x = x + block.attn.proj(y.view(-1, cfg.n_embd))
         x = x + block.mlp(block.ln_2(x))
-    last = torch.tensor(np.cumsum(lengths) - 1)
+    last = torch.tensor(offsets[1:]) - 1
     return model.ln_f(x[last]) @ model.wte.weight.T
 
 
@@ -309,7 +352,7 @@ class Engine:
             raise ValueError(f"clock must be 'wall' or 'steps', got {clock!r}")
         self.model = model.eval()
         dtype = next(model.parameters()).dtype
-        self.cache = PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
+        self.cache = EnginePagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
         self.prefix_cache = PrefixCache(self.cache.allocator) if prefix_caching else None
         self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, policy,
                                    chunked_prefill, self.prefix_cache)
@@ -364,13 +407,13 @@ class Engine:
             step += 1
             t_done = now()
             prefill = sum(n for s, n in scheduled if n > 1 or len(s.output) == 0)
-            for (seq, n), row in zip(scheduled, logits):
+            for (seq, n), next_token in zip(scheduled, logits.argmax(-1).tolist()):
                 seq.num_computed += n
                 if seq.num_computed < len(seq.tokens):
                     continue  # a prefill chunk: no token yet
                 if n > 1:
                     sched.cache_prefix(seq)
-                seq.tokens.append(int(row.argmax()))
+                seq.tokens.append(next_token)
                 seq.token_times.append(t_done)
                 if seq.first_token_time is None:
                     seq.first_token_time = t_done

@@ -4,14 +4,15 @@ A toy two-level memory: a large, slow "HBM" and an `Sram` scratchpad that holds 
 `capacity` elements. Moving data HBM -> SRAM is a read, SRAM -> HBM a write; arithmetic happens
 only on data in SRAM, and the `Sram` refuses to hold more than it can. Each function below steps
 through the tile loops of one algorithm and counts elements (multiply by bytes per element for
-bytes). FlashAttention's Theorem 2 {dao2022flashattention} says, for head_dim d <= M <= N d:
+bytes). Theorem 2 of the FlashAttention paper (Dao et al., 2022) says, for head_dim
+d <= M <= N d:
 
     standard attention   Theta(N d + N^2)          HBM accesses
     FlashAttention       Theta(N^2 d^2 / M)        HBM accesses
 
-and both do the same ~4 N^2 d FLOPs. Tile sizes follow the paper's rule: the tile that stays
-resident is about M / (c d) rows (c a small constant that makes everything fit), the streamed tile
-at most d rows.
+and both do the same ~4 N^2 d FLOPs. Tile sizes follow the paper's rule (B_c = M / 4d,
+B_r = min(M / 4d, d) for its K/V-outer loop), mirrored for FlashAttention-2's Q-outer loop: the
+resident Q tile has M / 6d rows (6 so that everything fits), the streamed K/V tile at most d.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def standard_attention_io(n: int, d: int, sram_elems: int) -> IOCount:
     """Return the HBM traffic of unfused attention: S = Q K^T, P = softmax(S), O = P V.
 
     Each step is its own kernel and round-trips its n x n result through HBM (the lesson's
-    "three HBM round trips"). The matmuls are themselves tiled (`_tiled_matmul`); the softmax reads a block of whole rows if 2 n <= M, else streams each
-    row twice (an online max/sum pass, then a normalising pass).
+    "three HBM round trips"). The matmuls are themselves tiled (`_tiled_matmul`); the softmax
+    reads a block of whole rows if 2 n <= M, else streams each row twice (an online max/sum
+    pass, then a normalising pass).
     """
     _check(n, d, sram_elems, minimum=3)
     sram = Sram(sram_elems)

@@ -82,6 +82,8 @@ class Workload:
     shared_prefix_tokens: tokens every request starts with (prefix caching stores them once).
     priority: "latency" or "throughput" (default: latency for chat/agent, throughput otherwise).
     tpot_target_ms: a per-token latency target; TP grows until the roofline bound meets it.
+    throughput_target_tok_s: decode tokens/s over all GPUs; a warning if even the roofline
+          upper bound of the plan is below it.
     fp8_kv_quality_checked: you evaluated the model with an fp8 KV cache on your task.
     draft_model: an EAGLE-3 head (or draft model) you validated for this model.
     acceptance_rate: the draft acceptance rate you measured (else a stated assumption).
@@ -95,6 +97,7 @@ class Workload:
     shared_prefix_tokens: int = 0
     priority: str | None = None
     tpot_target_ms: float | None = None
+    throughput_target_tok_s: float | None = None
     fp8_kv_quality_checked: bool = False
     draft_model: str | None = None
     acceptance_rate: float | None = None
@@ -119,8 +122,10 @@ class Workload:
                              f"than context_tokens ({self.context_tokens})")
         if self.priority is not None and self.priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES} or None, got {self.priority!r}")
-        if self.tpot_target_ms is not None and not self.tpot_target_ms > 0:
-            raise ValueError(f"tpot_target_ms must be positive, got {self.tpot_target_ms!r}")
+        for name in ("tpot_target_ms", "throughput_target_tok_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
         if self.acceptance_rate is not None and not 0 < self.acceptance_rate < 1:
             raise ValueError(f"acceptance_rate must be in (0, 1), got {self.acceptance_rate!r}")
 
@@ -272,6 +277,7 @@ class Plan:
     speculation: Speculation | None
     memory: Memory
     tpot_bound_ms: float          # roofline lower bound per decode step at max_num_seqs
+    throughput_bound_tok_s: float  # roofline upper bound on decode tokens/s, all replicas
     decisions: tuple[Decision, ...]
     warnings: tuple[str, ...]
     vllm_argv: tuple[str, ...]
@@ -711,6 +717,10 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
                                 "measure it (vLLM logs it) and pass acceptance_rate=")
 
     tpot = _decode_step_seconds(spec, g, mem, max_num_seqs, tokens) * 1e3
+    throughput = dp * decode_tokens_per_second(spec, g, mem, tp, max_num_seqs, tokens)
+    if w.throughput_target_tok_s is not None and throughput < w.throughput_target_tok_s:
+        warnings.append(f"the target of {w.throughput_target_tok_s:,.0f} decode tokens/s is above "
+                        f"even the roofline bound of this plan ({throughput:,.0f}): add GPUs")
     served = served_model or hf_repo(spec)
     plan = Plan(
         model=spec.name, served_model=served, gpu=g.name, num_gpus=n, workload=w,
@@ -719,7 +729,7 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         max_num_seqs=max_num_seqs, seqs_at_full_context=full, max_num_batched_tokens=budget,
         prefix_caching=prefix_caching, vllm_attention_backend=vb, flash_attention_version=fa,
         sglang_attention_backend=sb, hf_attn_implementation=hf, speculation=speculation,
-        memory=mem, tpot_bound_ms=tpot, decisions=tuple(decisions), warnings=tuple(warnings),
+        memory=mem, tpot_bound_ms=tpot, throughput_bound_tok_s=throughput, decisions=tuple(decisions), warnings=tuple(warnings),
         vllm_argv=(), sglang_argv=(), ok=True,
     )
     plan = replace(plan, vllm_argv=vllm_argv(plan, reserve_fraction),
@@ -902,8 +912,10 @@ def render_markdown(p: Plan | Refusal) -> str:
     lines = [head, "",
              f"Per GPU: weights {m.weight_bytes / 1e9:.1f} GB + reserve {m.reserve_bytes / 1e9:.1f} GB, "
              f"{m.kv_budget_bytes / 1e9:.1f} GB left for the KV cache "
-             f"({m.kv_bytes_per_token / 1e3:.1f} kB per token per GPU). Decode-step bandwidth bound "
-             f"at {p.max_num_seqs} requests: {p.tpot_bound_ms:.1f} ms.", "",
+             f"({m.kv_bytes_per_token / 1e3:.1f} kB per token per GPU). Roofline bounds at "
+             f"{p.max_num_seqs} requests per replica: a decode step takes at least "
+             f"{p.tpot_bound_ms:.1f} ms; all replicas together produce at most "
+             f"{p.throughput_bound_tok_s:,.0f} tokens/s.", "",
              "| decision | choice | why | chapter |", "|---|---|---|---|"]
     lines += [f"| {d.topic} | {d.choice} | {d.reason} | {d.chapter} |" for d in p.decisions]
     if p.warnings:
@@ -991,7 +1003,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=None)
     ap.add_argument("--shared-prefix", type=int, default=0)
     ap.add_argument("--priority", choices=PRIORITIES, default=None)
-    ap.add_argument("--tpot-ms", type=float, default=None)
+    ap.add_argument("--tpot-ms", type=float, default=None, help="per-token latency target")
+    ap.add_argument("--throughput", type=float, default=None, help="decode tokens/s target")
     ap.add_argument("--fp8-kv-checked", action="store_true")
     ap.add_argument("--draft-model", default=None)
     ap.add_argument("--acceptance-rate", type=float, default=None)
@@ -1009,6 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
         w = Workload(args.workload, context_tokens=args.context, typical_tokens=args.typical,
                      concurrency=args.concurrency, shared_prefix_tokens=args.shared_prefix,
                      priority=args.priority, tpot_target_ms=args.tpot_ms,
+                     throughput_target_tok_s=args.throughput,
                      fp8_kv_quality_checked=args.fp8_kv_checked, draft_model=args.draft_model,
                      acceptance_rate=args.acceptance_rate)
         result = recommend(args.model, (args.gpu, args.num_gpus), w, served_model=args.served_model)

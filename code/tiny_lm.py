@@ -130,7 +130,7 @@ def main() -> None:
             "state_dict": {k: v.to(torch.float16) for k, v in model.state_dict().items()},
             "final_loss": sum(losses[-50:]) / len(losses[-50:]),
             "steps": steps, "batch": args.batch, "corpus_sha256": digest,
-            "corpus_modules": list(CORPUS_MODULES), "torch": torch.__version__,
+            "corpus_modules": list(CORPUS_MODULES), "torch": str(torch.__version__),
         }
         torch.save(blob, out / f"{name}.pt")
         print(f"saved {out / (name + '.pt')}  final loss {blob['final_loss']:.3f}")

@@ -125,7 +125,7 @@ WRITES_SHARED = ("""        elif self.alloc.refs[table[-1]] > 1:""", """        
     [
         ("blocks_needed", OFF_BY_ONE, "blocks at a block boundary"),
         ("paged_cache", cache_variant(*NOT_RETURNED), "blocks return to the free list on finish"),
-        ("paged_cache", cache_variant(*WRITES_SHARED), "copy-on-write keeps the parent's tokens"),
+        ("paged_cache", cache_variant(*WRITES_SHARED), "copy-on-write isolates the forks"),
     ],
     ids=["off-by-one-at-boundary", "blocks-not-returned", "cow-writes-shared-block"],
 )

@@ -301,3 +301,36 @@ def test_skill_file_rules_point_to_chapters_and_cite():
     cited = {c for c in cited if re.search(r"\d", c) or c.startswith(("nvidia", "vllm", "sglang"))}
     assert cited, "the skill file cites nothing"
     assert cited <= keys, f"citations missing from references.bib: {sorted(cited - keys)}"
+
+
+def test_latency_and_throughput_targets():
+    base = recommend("Llama-3.1-8B", "4xH100", Workload("chat", context_tokens=8192))
+    assert base.tensor_parallel == 1
+    # TP=1 reads 16 GB per step: >= 4.8 ms on 3.35 TB/s; a 3 ms target needs TP=2
+    fast = recommend("Llama-3.1-8B", "4xH100", Workload("chat", context_tokens=8192,
+                                                        tpot_target_ms=3.0))
+    assert fast.tensor_parallel == 2
+    assert rec._decode_step_seconds(model("Llama-3.1-8B"), gpu("H100 SXM"), fast.memory, 1,
+                                    8192) * 1e3 <= 3.0
+    big = recommend("Llama-3.1-8B", "1xH100", Workload("batch", throughput_target_tok_s=1e7))
+    assert any("roofline bound" in x for x in big.warnings)
+    assert big.throughput_bound_tok_s < 1e7
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.sampled_from(sorted(__import__("inferbook.models", fromlist=["MODELS"]).MODELS)),
+       g=st.sampled_from(["T4", "L4", "A10G", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM",
+                          "H200", "B200"]),
+       n=st.sampled_from([1, 2, 3, 4, 8, 16]), ctx=st.integers(256, 200_000),
+       kind=st.sampled_from(rec.WORKLOAD_KINDS), conc=st.one_of(st.none(), st.integers(1, 2000)))
+def test_any_request_gets_a_valid_plan_or_a_refusal(m, g, n, ctx, kind, conc):
+    r = recommend(m, (g, n), Workload(kind, context_tokens=ctx, concurrency=conc))
+    if not r.ok:
+        assert r.reason and r.suggestions
+        return
+    assert check_command(r.vllm_argv, "vllm") == [] and check_command(r.sglang_argv, "sglang") == []
+    assert r.tensor_parallel * r.pipeline_parallel * r.data_parallel == n
+    assert r.max_model_len == ctx <= model(m).max_position_embeddings
+    mem = r.memory
+    assert mem.reserve_bytes + mem.weight_bytes + ctx * mem.kv_bytes_per_token <= gpu(g).hbm_bytes
+    assert 1 <= r.max_num_seqs and (conc is None or r.max_num_seqs <= conc)
