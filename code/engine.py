@@ -340,16 +340,18 @@ class EngineResult:
 class Engine:
     """Serves `Request`s with a `GPT` on a paged KV cache of `num_blocks` blocks.
 
-    `clock="wall"` measures seconds (time.perf_counter); `clock="steps"` counts engine steps,
-    which makes every metric deterministic (arrival times are then in steps too).
+    `clock="wall"` measures seconds (time.perf_counter); `clock="cpu"` measures this process's
+    CPU seconds (time.process_time: with one torch thread, what the wall clock would read on an
+    otherwise idle machine, and far steadier on a shared one); `clock="steps"` counts engine
+    steps, which makes every metric deterministic (arrival times are then in steps too).
     Decoding is greedy (the request's length is `max_new_tokens`; there is no end-of-sequence).
     """
 
     def __init__(self, model: GPT, num_blocks: int, block_size: int = 16, max_num_seqs: int = 16,
                  max_num_batched_tokens: int = 512, policy: str = "continuous",
                  chunked_prefill: bool = False, prefix_caching: bool = False, clock: str = "wall"):
-        if clock not in ("wall", "steps"):
-            raise ValueError(f"clock must be 'wall' or 'steps', got {clock!r}")
+        if clock not in ("wall", "cpu", "steps"):
+            raise ValueError(f"clock must be 'wall', 'cpu' or 'steps', got {clock!r}")
         self.model = model.eval()
         dtype = next(model.parameters()).dtype
         self.cache = EnginePagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
@@ -383,10 +385,11 @@ class Engine:
                                key=lambda s: s.request.arrival_time))
         sched, seqs = self.scheduler, {}
         timeline: list[StepRecord] = []
-        start, step = time.perf_counter(), 0
+        timer = time.process_time if self.clock == "cpu" else time.perf_counter
+        start, step = timer(), 0
 
         def now() -> float:
-            return float(step) if self.clock == "steps" else time.perf_counter() - start
+            return float(step) if self.clock == "steps" else timer() - start
 
         while pending or sched.waiting or sched.running:
             t = now()
@@ -396,10 +399,12 @@ class Engine:
                 sched.add(seq)
             scheduled = sched.schedule(t)
             if not scheduled:  # idle until the next arrival
-                if self.clock == "steps":
-                    step += 1
-                else:
+                if self.clock == "wall":
                     time.sleep(max(0.0, min(1e-3, pending[0].request.arrival_time - t)) if pending else 0)
+                elif self.clock == "cpu" and pending:  # CPU time does not pass while idle: jump
+                    start -= pending[0].request.arrival_time - t
+                else:
+                    step += 1
                 continue
             logits = forward_batch(self.model, self.cache,
                                    [(s.seq_id, s.tokens[s.num_computed:s.num_computed + n], s.num_computed)

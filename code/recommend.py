@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 

@@ -14,7 +14,7 @@ from inferbook import sizing
 from inferbook.hardware import gpu
 from inferbook.models import model
 from inferbook.recommend import (
-    WORKED_EXAMPLES, Plan, Refusal, Workload, check_command, choose_draft_length,
+    WORKED_EXAMPLES, Refusal, Workload, check_command, choose_draft_length,
     engine_args, generated_block, main, recommend, spec_schedule, weight_bytes_for,
 )
 
