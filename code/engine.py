@@ -83,6 +83,7 @@ class Sequence:
     status: Status = Status.WAITING
     num_computed: int = 0
     num_preemptions: int = 0
+    done: bool = False  # all tokens generated, but still holding a slot of a static batch
     first_token_time: float | None = None
     finish_time: float | None = None
     token_times: list[float] = field(default_factory=list)
@@ -110,8 +111,10 @@ class Scheduler:
 
     `max_num_seqs`: most sequences in the running batch (vLLM's `max_num_seqs`).
     `max_num_batched_tokens`: most tokens computed in one step (vLLM's `max_num_batched_tokens`).
-    `policy`: "continuous" (admit whenever there is room) or "static" (admit only into an empty
-    batch). `chunked_prefill`: split a prompt that does not fit the step's token budget.
+    `policy`: "continuous" (admit whenever there is room; a finished sequence leaves at once) or
+    "static" (admit only into an empty batch; a finished sequence keeps its row, computed and
+    discarded like a padding row, and its blocks until the whole batch is done, as in a padded
+    `generate()` call). `chunked_prefill`: split a prompt that does not fit the step's token budget.
     """
 
     def __init__(self, cache: PagedKVCache, max_num_seqs: int = 16, max_num_batched_tokens: int = 512,
@@ -149,9 +152,17 @@ class Scheduler:
         for seq in list(self.running):
             if seq.status is not Status.RUNNING or budget == 0:
                 continue
+            if seq.done:  # static batching: a finished row still runs, as padding, until the batch ends
+                scheduled.append((seq, 0))
+                budget -= 1
+                continue
             n = min(seq.num_to_compute, budget)
             while not self.cache.can_append(seq.seq_id, n):
                 victim = self.running[-1]  # the most recently admitted sequence
+                if victim.done:  # a finished row of a static batch can simply leave
+                    victim.finish_time = now
+                    self.finish(victim)
+                    continue
                 self.preempt(victim)
                 if victim is seq:
                     break
@@ -278,8 +289,7 @@ def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[i
             q_pad = q.new_zeros(g.n_seq * g.q_max, n_head, head_dim)
             q_pad[g.rows] = q[g.token_index]
             q_pad = q_pad.view(g.n_seq, g.q_max, n_head, head_dim).transpose(1, 2)  # [B, H, Q, d]
-            scores = (q_pad @ k_all.transpose(-2, -1)) / math.sqrt(head_dim)
-            out = torch.softmax(scores.masked_fill(~g.mask, float("-inf")), dim=-1) @ v_all
+            out = F.scaled_dot_product_attention(q_pad, k_all, v_all, attn_mask=g.mask)
             y[g.token_index] = out.transpose(1, 2).reshape(-1, n_head, head_dim)[g.rows]
         x = x + block.attn.proj(y.view(-1, cfg.n_embd))
         x = x + block.mlp(block.ln_2(x))
@@ -289,7 +299,11 @@ def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[i
 
 @dataclass
 class RequestMetrics:
-    """Per-request latencies in the engine's clock units (seconds, or steps with clock="steps")."""
+    """Per-request latencies in the engine's clock units (seconds, or steps with clock="steps").
+
+    ttft: arrival → first token; tpot: mean gap between its later tokens; e2e: arrival → the
+    request leaves the engine (with static batching, when its whole batch is done).
+    """
 
     request_id: int
     prompt_tokens: int
@@ -302,12 +316,16 @@ class RequestMetrics:
 
 @dataclass
 class StepRecord:
+    """One engine step: when it ended, sequences in the batch (incl. padding rows), queue length,
+    tokens computed (prefill, decode, and wasted padding rows), KV blocks in use."""
+
     time: float
     running: int
     waiting: int
     prefill_tokens: int
     decode_tokens: int
     blocks_used: int
+    padding_rows: int = 0
 
 
 @dataclass
@@ -406,13 +424,20 @@ class Engine:
                 else:
                     step += 1
                 continue
+            # A padding row (n = 0) recomputes the sequence's last cached position: same cost as
+            # a decode row, result discarded.
             logits = forward_batch(self.model, self.cache,
                                    [(s.seq_id, s.tokens[s.num_computed:s.num_computed + n], s.num_computed)
+                                    if n else (s.seq_id, s.tokens[s.num_computed - 1:s.num_computed],
+                                               s.num_computed - 1)
                                     for s, n in scheduled])
             step += 1
             t_done = now()
-            prefill = sum(n for s, n in scheduled if n > 1 or len(s.output) == 0)
+            prefill = sum(n for s, n in scheduled if n > 1 or (n == 1 and len(s.output) == 0))
+            padding = sum(1 for _, n in scheduled if n == 0)
             for (seq, n), next_token in zip(scheduled, logits.argmax(-1).tolist()):
+                if n == 0:
+                    continue
                 seq.num_computed += n
                 if seq.num_computed < len(seq.tokens):
                     continue  # a prefill chunk: no token yet
@@ -423,15 +448,22 @@ class Engine:
                 if seq.first_token_time is None:
                     seq.first_token_time = t_done
                 if len(seq.output) >= seq.request.max_new_tokens:
-                    seq.finish_time = t_done
-                    sched.finish(seq)
+                    if sched.policy == "static":
+                        seq.done = True  # keeps its row until the batch ends
+                    else:
+                        seq.finish_time = t_done
+                        sched.finish(seq)
             timeline.append(StepRecord(t_done, len(sched.running), len(sched.waiting) + len(pending),
                                        prefill, sum(n for _, n in scheduled) - prefill,
-                                       self.cache.allocator.num_used_blocks))
+                                       self.cache.allocator.num_used_blocks, padding))
+            if sched.running and all(s.done for s in sched.running):  # a static batch ends
+                for seq in list(sched.running):
+                    seq.finish_time = t_done
+                    sched.finish(seq)
         metrics = []
         for seq in sorted(seqs.values(), key=lambda s: s.seq_id):
             r, n_out = seq.request, len(seq.output)
-            tpot = (seq.finish_time - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
+            tpot = (seq.token_times[-1] - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
             metrics.append(RequestMetrics(r.request_id, len(r.prompt), n_out, seq.first_token_time - r.arrival_time,
                                           tpot, seq.finish_time - r.arrival_time, seq.num_preemptions))
         makespan = max(s.finish_time for s in seqs.values()) - min(r.arrival_time for r in requests)

@@ -272,8 +272,9 @@ class PagedKVCache:
         return new
 
     def _slots(self, table: list[int], start: int, stop: int) -> torch.Tensor:
-        t = torch.arange(start, stop)
-        blocks = torch.tensor(table, dtype=torch.long)[t // self.block_size]
+        device = self.k_pool[0].device
+        t = torch.arange(start, stop, device=device)
+        blocks = torch.tensor(table, dtype=torch.long, device=device)[t // self.block_size]
         return blocks * self.block_size + t % self.block_size
 
     def slots(self, seq_id: Hashable, start: int = 0, stop: int | None = None) -> torch.Tensor:
@@ -422,7 +423,7 @@ def paged_attention(
         raise ValueError(f"q must be [n_heads, n_q, head_dim], got {tuple(q.shape)}")
     group = _check_attention_inputs(q, q.shape[0], k_pool, v_pool)
     block_size = k_pool.shape[1]
-    table = torch.as_tensor(block_table, dtype=torch.long)
+    table = torch.as_tensor(block_table, dtype=torch.long, device=k_pool.device)
     n_blocks = -(-context_len // block_size)
     if context_len < q.shape[1] or n_blocks > len(table):
         raise ValueError(f"context_len={context_len} needs ≥ {q.shape[1]} (n_q) and ≤ "
@@ -462,18 +463,19 @@ def paged_decode_attention(
     if (lens < 1).any():
         raise ValueError(f"every context_len must be ≥ 1, got {lens.tolist()}")
     width = max(-(-int(n) // block_size) for n in lens)
-    padded = torch.zeros(len(block_tables), width, dtype=torch.long)
+    padded = torch.zeros(len(block_tables), width, dtype=torch.long)  # pad with block 0, masked below
     for b, (table, n) in enumerate(zip(block_tables, lens.tolist())):
         need = -(-n // block_size)
         if len(table) < need:
             raise ValueError(f"sequence {b}: context_len {n} needs {need} blocks, table has {len(table)}")
         padded[b, :need] = torch.as_tensor(list(table[:need]), dtype=torch.long)
+    padded, lens = padded.to(k_pool.device), lens.to(k_pool.device)
     k = k_pool[padded].flatten(1, 2)  # [batch, width * block_size, n_kv_heads, d]
     v = v_pool[padded].flatten(1, 2)
     k = k.permute(0, 2, 1, 3).repeat_interleave(group, dim=1)  # [batch, n_heads, L, d]
     v = v.permute(0, 2, 1, 3).repeat_interleave(group, dim=1)
     scores = (k @ q.unsqueeze(-1)).squeeze(-1) / math.sqrt(q.shape[-1])  # [batch, n_heads, L]
-    valid = torch.arange(k.shape[2]) < lens[:, None]  # [batch, L]
+    valid = torch.arange(k.shape[2], device=k.device) < lens[:, None]  # [batch, L]
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     return (torch.softmax(scores, dim=-1).unsqueeze(-2) @ v).squeeze(-2)
 

@@ -38,6 +38,58 @@ TARGET_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=128, n_embd=64, n_l
 DRAFT_CONFIG = GPTConfig(vocab_size=len(VOCAB), n_positions=128, n_embd=32, n_layer=1, n_head=2)
 
 
+# Prompts for the chapters and the benchmark: written for this book (so they do not change with
+# the Python version, unlike the training corpus), in the style of the corpus.
+PROMPT_TEXT = '''\
+class Request:
+    """A request waiting for its reply."""
+
+    def __init__(self, name, prompt, max_tokens=16):
+        self.name = name
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+
+    def __repr__(self):
+        return "%s(%r, %r)" % (self.__class__.__name__, self.name, self.prompt)
+
+
+def split_lines(text, width=70):
+    """Return the lines of text, each at most width characters long."""
+    lines = []
+    for line in text.splitlines():
+        while len(line) > width:
+            lines.append(line[:width])
+            line = line[width:]
+        lines.append(line)
+    return lines
+
+
+def count_words(path):
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            for word in line.split():
+                counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+if __name__ == "__main__":
+    import sys
+    for name in sys.argv[1:]:
+        print(name, len(count_words(name)))
+'''
+
+
+def prompt_windows(n: int, length: int, seed: int = 0) -> list[list[int]]:
+    """Return `n` token windows of `length` characters cut from `PROMPT_TEXT` at seeded offsets."""
+    tokens = encode(PROMPT_TEXT)
+    if not 1 <= length <= len(tokens):
+        raise ValueError(f"length must be in 1..{len(tokens)}, got {length}")
+    rng = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(tokens) - length + 1, (n,), generator=rng).tolist()
+    return [tokens[s:s + length] for s in starts]
+
+
 def encode(text: str) -> list[int]:
     """Return token ids of `text`; characters outside the vocabulary become '?'."""
     return [_INDEX.get(ch, UNKNOWN) for ch in text.replace("\t", "    ")]

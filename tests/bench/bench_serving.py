@@ -3,7 +3,7 @@
 Runs on the CPU with the tiny trained character-level models of `inferbook.tiny_lm` (target:
 4 layers, draft: 1 layer), prints two tables and writes outputs/benchmarks/serving.json.
 
-    .venv/bin/python tests/bench/bench_serving.py [--requests 64] [--repeats 3] [--threads 1]
+    .venv/bin/python tests/bench/bench_serving.py [--requests 128] [--repeats 3] [--threads 1]
 
 Serving: the same seeded mixed-length workload (all requests at t = 0) through the same engine
 with `policy="static"` and `policy="continuous"`, alternated `--repeats` times; throughput is
@@ -28,6 +28,7 @@ import torch
 
 from inferbook import tiny_lm
 from inferbook.engine import mixed_workload, serve
+from inferbook.kv_cache import KVCache
 from inferbook.speculative import expected_tokens_per_pass, sample_generate, speculative_generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,11 +36,23 @@ WORKLOAD = dict(prompt_len=(8, 32), mean_output=24.0, max_output=96, seed=0)
 ENGINE = dict(num_blocks=160, block_size=16, max_num_seqs=16, max_num_batched_tokens=1024)
 
 
-def corpus_prompts(n: int = 200, length: int = 64) -> list[list[int]]:
-    """Return `n` token windows of the training corpus (the prompts both chapters use)."""
-    tokens = tiny_lm.encode(tiny_lm.corpus_text())
-    rng = np.random.default_rng(0)
-    return [tokens[s:s + length] for s in rng.integers(0, len(tokens) - length, n)]
+def corpus_prompts(n: int = 64, length: int = 64) -> list[list[int]]:
+    """Return `n` windows of `tiny_lm.PROMPT_TEXT` (the workload slices its prompts from them)."""
+    return tiny_lm.prompt_windows(n, length, seed=0)
+
+
+def pass_seconds(model, new_tokens: int, context: int = 48, reps: int = 200) -> float:
+    """Return the median CPU seconds of one cached forward pass adding `new_tokens` after `context`."""
+    cache = KVCache.for_model(model.config, 1, context + new_tokens)
+    x = torch.randint(0, model.config.vocab_size, (1, context + new_tokens))
+    times = []
+    with torch.inference_mode():
+        model(x[:, :context], cache=cache, pos=0)
+        for _ in range(reps):
+            start = time.process_time()
+            model(x[:, context:], cache=cache, pos=context)
+            times.append(time.process_time() - start)
+    return statistics.median(times)
 
 
 def bench_serving(target, n_requests: int, repeats: int) -> dict:
@@ -78,8 +91,12 @@ def bench_serving(target, n_requests: int, repeats: int) -> dict:
 
 
 def bench_speculative(target, draft, ks, n_prompts: int, new_tokens: int, repeats: int) -> dict:
-    prompts = [torch.tensor([p[:16]]) for p in corpus_prompts()[:n_prompts]]
-    out = {"n_prompts": n_prompts, "prompt_tokens": 16, "new_tokens": new_tokens, "by_temperature": {}}
+    prompts = [torch.tensor([p]) for p in tiny_lm.prompt_windows(n_prompts, 16, seed=1)]
+    draft_pass = pass_seconds(draft, 1)
+    target_pass = {n: pass_seconds(target, n) for n in range(1, max(ks) + 2)}
+    out = {"n_prompts": n_prompts, "prompt_tokens": 16, "new_tokens": new_tokens,
+           "draft_pass_cpu_s": draft_pass, "target_pass_cpu_s": target_pass,
+           "cost_ratio_c": draft_pass / target_pass[1], "by_temperature": {}}
     for temperature in (1.0, 0.0):
         rows = []
         base_times, base_cpu = [], []
@@ -106,6 +123,10 @@ def bench_speculative(target, draft, ks, n_prompts: int, new_tokens: int, repeat
             tested = sum(min(n + 1, kk) for kk, n in rounds)
             measured = float(np.mean(full))
             predicted = expected_tokens_per_pass(alpha, k)
+            # Speedup if the only costs were the passes: E[tokens] target-pass-times per round,
+            # against one (k+1)-token target pass and k draft passes.
+            round_cost = target_pass[k + 1] + k * draft_pass
+            predicted_speedup = measured * target_pass[1] / round_cost
             rows.append({"k": k, "alpha_mean_beta": alpha, "acceptance_rate": accepted / tested,
                          "tokens_per_target_pass": measured, "predicted_tokens_per_pass": predicted,
                          "relative_error": measured / predicted - 1,
@@ -114,7 +135,8 @@ def bench_speculative(target, draft, ks, n_prompts: int, new_tokens: int, repeat
                          "seconds_median": statistics.median(times),
                          "speedup": statistics.median(base_times) / statistics.median(times),
                          "cpu_seconds_median": statistics.median(cpu_times),
-                         "speedup_cpu": statistics.median(base_cpu) / statistics.median(cpu_times)})
+                         "speedup_cpu": statistics.median(base_cpu) / statistics.median(cpu_times),
+                         "predicted_speedup_pass_costs": predicted_speedup})
         out["by_temperature"][str(temperature)] = {"baseline_seconds_median": statistics.median(base_times),
                                                    "baseline_cpu_seconds_median": statistics.median(base_cpu),
                                                    "rows": rows}
@@ -123,7 +145,7 @@ def bench_speculative(target, draft, ks, n_prompts: int, new_tokens: int, repeat
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ks", default="1,2,3,4,6,8")
@@ -147,13 +169,15 @@ def main() -> None:
 
     ks = [int(k) for k in args.ks.split(",")]
     spec = bench_speculative(target, draft, ks, args.prompts, args.new_tokens, args.repeats)
+    print(f"\ncost of a draft pass / a target pass (CPU time): c = {spec['cost_ratio_c']:.2f}")
     for temperature, block in spec["by_temperature"].items():
         print(f"\nSpeculative decoding, temperature {temperature} ({args.prompts} prompts x {args.new_tokens} tokens)")
-        print(f"{'k':>3}{'alpha':>8}{'tok/pass':>10}{'predicted':>11}{'rel.err':>9}{'speedup':>9}{'(cpu)':>7}")
+        print(f"{'k':>3}{'alpha':>8}{'tok/pass':>10}{'predicted':>11}{'rel.err':>9}{'speedup':>9}{'(cpu)':>7}"
+              f"{'model':>7}")
         for r in block["rows"]:
             print(f"{r['k']:>3}{r['alpha_mean_beta']:>8.3f}{r['tokens_per_target_pass']:>10.3f}"
                   f"{r['predicted_tokens_per_pass']:>11.3f}{r['relative_error']:>+9.1%}{r['speedup']:>9.2f}"
-                  f"{r['speedup_cpu']:>7.2f}")
+                  f"{r['speedup_cpu']:>7.2f}{r['predicted_speedup_pass_costs']:>7.2f}")
 
     result = {
         "benchmark": "serving",

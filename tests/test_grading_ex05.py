@@ -8,10 +8,10 @@ import pytest
 
 from grading_helpers import ROOT, run_nbval, variant
 
-EX02 = ROOT / "notebooks" / "exercises" / "ex02_prefix_caching.ipynb"
-SOL02 = ROOT / "notebooks" / "solutions" / "ex02_prefix_caching.ipynb"
-EX03 = ROOT / "notebooks" / "exercises" / "ex03_paged_attention.ipynb"
-SOL03 = ROOT / "notebooks" / "solutions" / "ex03_paged_attention.ipynb"
+EX02 = ROOT / "notebooks" / "exercises" / "ex05a_prefix_caching.ipynb"
+SOL02 = ROOT / "notebooks" / "solutions" / "ex05a_prefix_caching.ipynb"
+EX03 = ROOT / "notebooks" / "exercises" / "ex05b_paged_attention.ipynb"
+SOL03 = ROOT / "notebooks" / "solutions" / "ex05b_paged_attention.ipynb"
 
 
 @pytest.mark.parametrize("exercise,solution", [(EX02, SOL02), (EX03, SOL03)], ids=["ex02", "ex03"])
