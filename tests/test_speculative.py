@@ -26,6 +26,15 @@ from inferbook.speculative import (acceptance_probability, expected_tokens_per_p
 P_MIN = 1e-3  # chi-square p-value below which a test fails (see the module docstring)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models: two threads only fight over the cores (about 20x slower here); restore after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def dist(values) -> torch.Tensor:
     t = torch.tensor(values, dtype=torch.float64) + 1e-12
     return t / t.sum()
@@ -215,3 +224,31 @@ def test_speculative_generate_validates_inputs():
     other = GPT(GPTConfig(vocab_size=7, n_positions=64, n_embd=16, n_layer=1, n_head=2))
     with pytest.raises(ValueError, match="vocabularies differ"):
         speculative_generate(target, other, torch.tensor([[1, 2]]), 5, 2)
+
+
+def test_tiny_lm_vocabulary_and_prompts():
+    from inferbook import tiny_lm
+
+    text = "def f(x):\n    return x  # ok"
+    assert tiny_lm.decode(tiny_lm.encode(text)) == text
+    assert tiny_lm.decode(tiny_lm.encode("tab\there é")) == "tab    here ?"  # tabs expand, others -> '?'
+    with pytest.raises(ValueError, match="vocabulary"):
+        tiny_lm.decode([len(tiny_lm.VOCAB)])
+    windows = tiny_lm.prompt_windows(5, 16, seed=1)
+    assert windows == tiny_lm.prompt_windows(5, 16, seed=1) and all(len(w) == 16 for w in windows)
+    with pytest.raises(ValueError, match="length"):
+        tiny_lm.prompt_windows(1, 0)
+
+
+def test_trained_pair_loads_and_the_draft_agrees_with_the_target():
+    """The committed weights: a draft that agrees with the target far more often than chance."""
+    from inferbook import tiny_lm
+
+    target, draft = tiny_lm.load("target"), tiny_lm.load("draft")
+    assert target.config == tiny_lm.TARGET_CONFIG and draft.config == tiny_lm.DRAFT_CONFIG
+    x = torch.tensor([tiny_lm.encode(tiny_lm.PROMPT_TEXT[:120])])
+    with torch.inference_mode():
+        beta = acceptance_probability(torch.softmax(target(x)[0], -1), torch.softmax(draft(x)[0], -1))
+    assert beta.mean() > 0.5  # uniform guessing over 96 characters would give about 1/96
+    with pytest.raises(ValueError, match="target"):
+        tiny_lm.load("teacher")

@@ -34,14 +34,33 @@ def timed(fn):
     return time.perf_counter() - start, result
 
 
+def cache_update_seconds(cache_type, config, n_tokens: int) -> float:
+    """Return the time to append n_tokens positions, one at a time, to every layer of a cache.
+
+    Isolates the cache's own cost from the model's: `ConcatKVCache` copies the whole cache at
+    every step (O(n²) bytes in total), `KVCache` writes one slot in place.
+    """
+    cache = cache_type.for_model(config, 1, n_tokens)
+    k = torch.randn(1, config.n_head, 1, config.head_dim)
+    start = time.perf_counter()
+    for pos in range(n_tokens):
+        for layer in range(config.n_layer):
+            cache.update(layer, k, k, pos)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--prompt", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1: on a shared machine, spinning OpenMP "
+                         "threads that get descheduled make every small op slow)")
     ap.add_argument("--out", default=str(ROOT / "outputs" / "benchmarks" / "kv_cache.json"))
     args = ap.parse_args()
 
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     hf = GPT2LMHeadModel(GPT2Config()).eval()  # GPT-2 small shape, random weights
     ours = load_hf_gpt2(hf)
@@ -74,6 +93,13 @@ def main() -> None:
             per_step_naive = res.step_seconds
     per_step_cached = generate_cached(ours, prompt, n).step_seconds
 
+    n_ctx = ours.config.n_positions
+    cache_only = {
+        "tokens": n_ctx,
+        "prealloc_seconds": statistics.median(cache_update_seconds(KVCache, ours.config, n_ctx) for _ in range(3)),
+        "concat_seconds": statistics.median(cache_update_seconds(ConcatKVCache, ours.config, n_ctx) for _ in range(3)),
+        "concat_bytes_copied": sum(t * 2 * ours.config.n_layer * ours.config.n_embd * 4 for t in range(1, n_ctx + 1)),
+    }
     same = {k: bool(torch.equal(v, outputs["naive"])) for k, v in outputs.items()}
     median = {k: statistics.median(v) for k, v in times.items()}
     tok_s = {k: n / v for k, v in median.items()}
@@ -81,6 +107,7 @@ def main() -> None:
         "cached_over_naive": tok_s["cached_prealloc"] / tok_s["naive"],
         "prealloc_over_concat": tok_s["cached_prealloc"] / tok_s["cached_concat"],
         "ours_over_hf": tok_s["cached_prealloc"] / tok_s["hf_generate"],
+        "cache_only_concat_over_prealloc": cache_only["concat_seconds"] / cache_only["prealloc_seconds"],
     }
     result = {
         "benchmark": "kv_cache",
@@ -92,6 +119,7 @@ def main() -> None:
         "median_seconds": median,
         "tokens_per_second": tok_s,
         "ratios": ratios,
+        "cache_only": cache_only,
         "per_step_seconds": {"naive": per_step_naive, "cached": per_step_cached},
         "machine": {
             "device": "cpu",
@@ -110,6 +138,9 @@ def main() -> None:
     print(f"{'variant':<18}{'median s':>10}{'tok/s':>10}  identical")
     for k in ["naive", "cached_prealloc", "cached_concat", "hf_generate"]:
         print(f"{k:<18}{median[k]:>10.2f}{tok_s[k]:>10.1f}  {same[k]}")
+    print(f"cache alone, {n_ctx} tokens x {ours.config.n_layer} layers: preallocated "
+          f"{cache_only['prealloc_seconds']:.3f} s, concat {cache_only['concat_seconds']:.3f} s "
+          f"({cache_only['concat_bytes_copied'] / 1e9:.1f} GB copied)")
     for k, v in ratios.items():
         print(f"{k:<22}{v:>8.2f}x")
     print(f"wrote {args.out}")
