@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "notebooks" / "exercises"
+SOLUTIONS = ROOT / "notebooks" / "solutions"
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -88,3 +90,21 @@ def run_nbval(path: Path, timeout: int = 300) -> NbvalRun:
         capture_output=True, text=True, timeout=timeout, cwd=path.parent,
     )
     return NbvalRun(proc.returncode, ANSI.sub("", proc.stdout + proc.stderr))
+
+
+def exercise_names() -> list[str]:
+    """Return the stem of every exercise notebook (each has a solution of the same name)."""
+    return sorted(p.stem for p in EXERCISES.glob("*.ipynb"))
+
+
+def run_exercise(name: str, tmp_path: Path, answers: str = "solution",
+                 replacements: dict[str, str] | None = None) -> NbvalRun:
+    """Grade exercise `name` as a learner would, with its answer cells filled in.
+
+    answers="solution": every answer cell from the solution notebook, except `replacements`
+    (a wrong answer under test); answers="blank": the notebook as handed out.
+    """
+    if answers not in ("solution", "blank"):
+        raise ValueError(f"answers must be 'solution' or 'blank', got {answers!r}")
+    solution = SOLUTIONS / f"{name}.ipynb" if answers == "solution" else None
+    return run_nbval(variant(EXERCISES / f"{name}.ipynb", tmp_path, replacements, from_notebook=solution))
