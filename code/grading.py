@@ -32,9 +32,11 @@ def check_equal(name: str, got: Any, expected: Any, hint: str = "") -> None:
     """Pass if `got == expected`; else fail with both values (and a hint, if given)."""
     if got is NotImplemented or got is None and expected is not None:
         _fail(name, f"no answer yet (got {got!r}); expected {expected!r}. {hint}".rstrip())
-    equal = got == expected
-    if hasattr(equal, "all"):  # tensors and arrays compare elementwise
-        equal = bool(getattr(got, "shape", None) == getattr(expected, "shape", None) and equal.all())
+    if hasattr(got, "shape") or hasattr(expected, "shape"):  # tensors and arrays: shape, then values
+        same_shape = tuple(getattr(got, "shape", ())) == tuple(getattr(expected, "shape", ()))
+        equal = same_shape and bool((got == expected).all())
+    else:
+        equal = got == expected
     if not equal:
         _fail(name, f"expected {_short(expected)}, got {_short(got)}. {hint}".rstrip())
     print(f"ok: {name}")

@@ -1,0 +1,47 @@
+"""inferbook.notebook (set-up every chapter runs) and inferbook.grading (exercise checks)."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from inferbook.grading import ExerciseCheckFailed, check, check_close, check_equal
+from inferbook.notebook import device_report, repo_root, seed_everything, setup
+from nbtools import ROOT
+
+
+def test_setup_seeds_and_reports(capsys):
+    report = setup(seed=3)
+    a = (random.random(), np.random.rand(), torch.rand(1).item())
+    seed_everything(3)
+    assert a == (random.random(), np.random.rand(), torch.rand(1).item())
+    assert report == device_report()
+    out = capsys.readouterr().out
+    assert out.startswith("device: ") and f"torch {torch.__version__}" in out
+    if not torch.cuda.is_available():
+        assert report.device == "cpu" and report.compute_capability is None
+
+
+def test_repo_root_found_from_notebooks_and_refused_elsewhere(tmp_path):
+    assert repo_root(ROOT / "notebooks" / "exercises") == ROOT
+    with pytest.raises(FileNotFoundError, match="setup cell"):
+        repo_root(tmp_path)
+
+
+def test_checks_pass_quietly_and_fail_with_the_check_name(capsys):
+    check("a", True, "truth")
+    check_equal("b", [1, 2], [1, 2])
+    check_equal("tensor", torch.tensor([1, 2]), torch.tensor([1, 2]))
+    check_close("c", 1.0 + 1e-9, 1.0)
+    assert capsys.readouterr().out.split() == ["ok:", "a", "ok:", "b", "ok:", "tensor", "ok:", "c"]
+    with pytest.raises(ExerciseCheckFailed, match=r"CHECK FAILED \[b\]: expected \[1, 2\], got \[2, 1\]"):
+        check_equal("b", [2, 1], [1, 2])
+    with pytest.raises(ExerciseCheckFailed, match=r"\[tensor\]"):
+        check_equal("tensor", torch.tensor([1, 2, 3]), torch.tensor([1, 2]))
+    with pytest.raises(ExerciseCheckFailed, match="no answer yet"):
+        check_equal("d", None, 5)
+    with pytest.raises(ExerciseCheckFailed, match="finite number"):
+        check_close("e", float("nan"), 1.0)
+    with pytest.raises(ExerciseCheckFailed, match="expected positive"):
+        check("f", False, "positive")
