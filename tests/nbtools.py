@@ -3,6 +3,7 @@
     python tests/nbtools.py setup-cell              # print the canonical first cell
     python tests/nbtools.py execute NB.ipynb [...]  # execute in place from NB's folder, keep outputs
     python tests/nbtools.py strip NB.ipynb [...]    # remove outputs (exercise notebooks)
+    python tests/nbtools.py sync-setup              # rewrite every notebook's setup cell (after a URL change)
 """
 
 from __future__ import annotations
@@ -88,6 +89,22 @@ def strip(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def sync_setup() -> list[Path]:
+    """Rewrite the setup cell (the first code cell) of every notebook; return the files changed.
+
+    The cell has no output, so executed notebooks stay valid for nbval.
+    """
+    changed = []
+    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cell = next(c for c in nb.cells if c.cell_type == "code")
+        if cell.source != setup_cell_source():
+            cell.source = setup_cell_source()
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
+
+
 if __name__ == "__main__":
     command, *paths = sys.argv[1:] or ["help"]
     if command == "setup-cell":
@@ -95,6 +112,9 @@ if __name__ == "__main__":
     elif command == "execute":
         for p in paths:
             print(f"{p}: executed in {execute(Path(p)):.1f} s")
+    elif command == "sync-setup":
+        for p in sync_setup():
+            print(f"rewrote the setup cell of {p.relative_to(ROOT)}")
     elif command == "strip":
         for p in paths:
             strip(Path(p))
