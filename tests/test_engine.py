@@ -15,15 +15,6 @@ from inferbook.paged import PagedKVCache, check_invariants
 VOCAB = 50
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: two threads only fight over the cores (about 20x slower here); restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def model() -> GPT:
     """A random float64 GPT with weights scaled up so its argmax is not near-uniform noise."""

@@ -23,15 +23,6 @@ from inferbook.paged import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny tensors: threads only add contention on a shared 2-core machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # --- allocator ---------------------------------------------------------------------------------
 def test_allocator_hands_out_every_block_once_then_signals_out_of_blocks():
     a = BlockAllocator(4, block_size=16)

@@ -18,14 +18,6 @@ from inferbook.prefix_cache import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_only_full_blocks_get_a_hash():
     assert len(block_hashes(range(15), 16)) == 0
     assert len(block_hashes(range(16), 16)) == 1

@@ -26,15 +26,6 @@ from inferbook.speculative import (acceptance_probability, expected_tokens_per_p
 P_MIN = 1e-3  # chi-square p-value below which a test fails (see the module docstring)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: two threads only fight over the cores (about 20x slower here); restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def dist(values) -> torch.Tensor:
     t = torch.tensor(values, dtype=torch.float64) + 1e-12
     return t / t.sum()
