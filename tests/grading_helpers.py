@@ -108,3 +108,15 @@ def run_exercise(name: str, tmp_path: Path, answers: str = "solution",
         raise ValueError(f"answers must be 'solution' or 'blank', got {answers!r}")
     solution = SOLUTIONS / f"{name}.ipynb" if answers == "solution" else None
     return run_nbval(variant(EXERCISES / f"{name}.ipynb", tmp_path, replacements, from_notebook=solution))
+
+
+def solution_answer(name: str, answer: str, old: str, new: str) -> str:
+    """Return the solution's `answer` cell of exercise `name` with `old` replaced by `new`.
+
+    Wrong answers written this way differ from the solution in exactly the piece under test.
+    """
+    nb = nbformat.read(SOLUTIONS / f"{name}.ipynb", as_version=4)
+    source = nb.cells[answer_cells(nb)[answer]].source
+    if old not in source:
+        raise ValueError(f"{name}/{answer}: the solution no longer contains {old!r}")
+    return source.replace(old, new)

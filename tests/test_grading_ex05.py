@@ -5,7 +5,7 @@
 
 import pytest
 
-from grading_helpers import run_exercise
+from grading_helpers import run_exercise, solution_answer
 
 
 # --- exercise 2: plausible wrong answers ---------------------------------------------------------
@@ -80,19 +80,9 @@ def blocks_needed(num_tokens, block_size=16):
     return num_tokens // block_size + (num_tokens > 0)     # one block too many at a boundary
 '''
 
-CACHE_SOLUTION_MARKER = "class ToyPagedCache"
-
-
 def cache_variant(old: str, new: str) -> str:
     """The solution's ToyPagedCache with one piece replaced."""
-    import nbformat
-
-    from grading_helpers import SOLUTIONS, answer_cells
-
-    nb = nbformat.read(SOLUTIONS / "ex05b_paged_attention.ipynb", as_version=4)
-    source = nb.cells[answer_cells(nb)["paged_cache"]].source
-    assert CACHE_SOLUTION_MARKER in source and old in source, old
-    return source.replace(old, new)
+    return solution_answer("ex05b_paged_attention", "paged_cache", old, new)
 
 
 NOT_RETURNED = ("""        for block in self.tables.pop(seq):

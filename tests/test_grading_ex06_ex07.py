@@ -5,7 +5,7 @@
 
 import pytest
 
-from grading_helpers import run_exercise
+from grading_helpers import run_exercise, solution_answer
 
 
 PREEMPT_OLDEST = '''
@@ -70,86 +70,45 @@ def test_ex06_wrong_answers_fail_at_the_right_check(tmp_path, answer, source, fa
     assert failed_check in run.check_failures(), run.output[-3000:]
 
 
-RESAMPLE_FROM_P = '''
-def my_verify(p, q, draft, generator):
-    batch, k = draft.shape
-    n_accepted = torch.zeros(batch, dtype=torch.long)
-    next_token = torch.zeros(batch, dtype=torch.long)
-    u = torch.rand(batch, k, generator=generator, dtype=p.dtype)
-    for b in range(batch):
-        n = 0
-        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:
+ACCEPT_LOOP = """        n = 0
+        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:  # u < p/q
             n += 1
-        n_accepted[b] = n
-        next_token[b] = torch.multinomial(p[b, n], 1, generator=generator)[0]   # p, not the residual
-    return n_accepted, next_token
-'''
+"""
+RESIDUAL = """        if n < k:
+            dist = (p[b, n] - q[b, n]).clamp_min(0)    # residual after a rejection
+            dist = dist / dist.sum() if dist.sum() > 0 else p[b, n]
+        else:
+            dist = p[b, k]                              # bonus token
+"""
 
-IGNORE_Q = '''
-def my_verify(p, q, draft, generator):
-    batch, k = draft.shape
-    n_accepted = torch.zeros(batch, dtype=torch.long)
-    next_token = torch.zeros(batch, dtype=torch.long)
-    u = torch.rand(batch, k, generator=generator, dtype=p.dtype)
-    for b in range(batch):
-        n = 0
+
+def verify_variant(old: str, new: str) -> str:
+    """The solution's my_verify with one piece replaced."""
+    return solution_answer("ex07_acceptance", "verify", old, new)
+
+
+RESAMPLE_FROM_P = (RESIDUAL, """        dist = p[b, n]                                   # p, not the residual
+""")
+IGNORE_Q = (ACCEPT_LOOP, """        n = 0
         while n < k and u[b, n] < p[b, n, draft[b, n]]:     # accepts with p(x), not p(x)/q(x)
             n += 1
-        if n < k:
-            dist = (p[b, n] - q[b, n]).clamp_min(0)
-            dist = dist / dist.sum() if dist.sum() > 0 else p[b, n]
-        else:
-            dist = p[b, k]
-        n_accepted[b] = n
-        next_token[b] = torch.multinomial(dist, 1, generator=generator)[0]
-    return n_accepted, next_token
-'''
-
-COUNTS_ALL_ACCEPTS = '''
-def my_verify(p, q, draft, generator):
-    batch, k = draft.shape
-    n_accepted = torch.zeros(batch, dtype=torch.long)
-    next_token = torch.zeros(batch, dtype=torch.long)
-    u = torch.rand(batch, k, generator=generator, dtype=p.dtype)
-    for b in range(batch):
-        accepted = [bool(u[b, i] * q[b, i, draft[b, i]] < p[b, i, draft[b, i]]) for i in range(k)]
+""")
+COUNTS_ALL_ACCEPTS = (ACCEPT_LOOP, """        accepted = [bool(u[b, i] * q[b, i, draft[b, i]] < p[b, i, draft[b, i]]) for i in range(k)]
         n = sum(accepted)                                    # counts accepts after a rejection too
-        if n < k:
-            dist = (p[b, n] - q[b, n]).clamp_min(0)
-            dist = dist / dist.sum() if dist.sum() > 0 else p[b, n]
-        else:
-            dist = p[b, k]
-        n_accepted[b] = n
-        next_token[b] = torch.multinomial(dist, 1, generator=generator)[0]
-    return n_accepted, next_token
-'''
-
-NO_BONUS = '''
-def my_verify(p, q, draft, generator):
-    batch, k = draft.shape
-    n_accepted = torch.zeros(batch, dtype=torch.long)
-    next_token = torch.zeros(batch, dtype=torch.long)
-    u = torch.rand(batch, k, generator=generator, dtype=p.dtype)
-    for b in range(batch):
-        n = 0
-        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:
-            n += 1
-        m = min(n, k - 1)                                    # after k acceptances, reuses position k-1
+""")
+NO_BONUS = (RESIDUAL, """        m = min(n, k - 1)                                    # after k acceptances, reuses position k-1
         dist = (p[b, m] - q[b, m]).clamp_min(0)
         dist = dist / dist.sum() if dist.sum() > 0 else p[b, m]
-        n_accepted[b] = n
-        next_token[b] = torch.multinomial(dist, 1, generator=generator)[0]
-    return n_accepted, next_token
-'''
+""")
 
 
 @pytest.mark.parametrize(
     "source,failed_check",
     [
-        (RESAMPLE_FROM_P, "first token follows the target"),
-        (IGNORE_Q, "first token follows the target"),
-        (COUNTS_ALL_ACCEPTS, "greedy limit: accepted counts"),
-        (NO_BONUS, "bonus token follows the target after the drafts"),
+        (verify_variant(*RESAMPLE_FROM_P), "first token follows the target"),
+        (verify_variant(*IGNORE_Q), "first token follows the target"),
+        (verify_variant(*COUNTS_ALL_ACCEPTS), "greedy limit: accepted counts"),
+        (verify_variant(*NO_BONUS), "bonus token follows the target after the drafts"),
     ],
     ids=["resample-from-p", "ignore-q", "counts-all-accepts", "no-bonus"],
 )
