@@ -3,8 +3,11 @@ from pathlib import Path
 
 import pytest
 
-# tests/ holds helper modules (nbtools, grading_helpers) imported by the tests.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/ holds helper modules (paths, grading_helpers) imported by the tests; tools/ holds the
+# authoring tools (nbtools), which a few tests use to check what the tools generate.
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+sys.path.insert(0, str(_HERE.parent / "tools"))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nbtools import ROOT
+from paths import ROOT
 
 ARTIFACTS = ROOT / "test-artifacts"
 TOC = (ROOT / "_toc.yml").read_text()

@@ -1,7 +1,7 @@
 """The chapter-1 errata entry states computed numbers; regenerate it and check errata.md holds it verbatim."""
 
 from inferbook.decode import cached_counts, naive_counts
-from nbtools import ROOT
+from paths import ROOT
 
 
 def errata_section() -> str:

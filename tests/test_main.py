@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from inferbook import main as demo
-from nbtools import ROOT
+from paths import ROOT
 
 
 def test_report_numbers(capsys):
@@ -23,7 +23,7 @@ def test_report_numbers(capsys):
 
 
 def test_runs_as_a_script():
-    proc = subprocess.run([sys.executable, str(ROOT / "code" / "main.py"), "--tokens", "5"],
+    proc = subprocess.run([sys.executable, str(ROOT / "code" / "inferbook" / "main.py"), "--tokens", "5"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "identical tokens: True" in proc.stdout

@@ -8,7 +8,7 @@ import torch
 
 from inferbook.grading import ExerciseCheckFailed, check, check_close, check_equal
 from inferbook.notebook import device_report, repo_root, seed_everything, setup
-from nbtools import ROOT
+from paths import ROOT
 
 
 def test_setup_seeds_and_reports(capsys):

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nbtools import ROOT, setup_cell_source
+from nbtools import setup_cell_source
+from paths import ROOT
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
@@ -35,7 +36,7 @@ def test_committed_executed(path):
     # nbval does not compare a cell whose execution_count is null: an unexecuted notebook passes trivially.
     cells, _ = code_cells(path)
     unexecuted = [i for i, c in enumerate(cells) if "".join(c["source"]).strip() and c["execution_count"] is None]
-    assert not unexecuted, f"{rel(path)}: code cells {unexecuted} were never executed; run tests/nbtools.py execute"
+    assert not unexecuted, f"{rel(path)}: code cells {unexecuted} were never executed; run tools/nbtools.py execute"
     counts = [c["execution_count"] for c in cells if c["execution_count"] is not None]
     assert counts == list(range(1, len(counts) + 1)), f"{rel(path)} was not executed top to bottom in one run"
 
@@ -52,10 +53,22 @@ def test_exercises_are_handed_out_blank(path):
 def test_setup_cell_and_device_report(path):
     cells, _ = code_cells(path)
     assert "".join(cells[0]["source"]) == setup_cell_source(), (
-        f"{rel(path)}: the first cell must be the canonical setup cell (tests/nbtools.py setup-cell)")
+        f"{rel(path)}: the first cell must be the canonical setup cell (tools/nbtools.py setup-cell)")
+    assert cells[0].get("metadata", {}).get("tags") == ["remove-cell"], (
+        f"{rel(path)}: the Colab setup cell is left out of the rendered book (tag remove-cell)")
     second = "".join(cells[1]["source"])
-    assert second.startswith("# NBVAL_IGNORE_OUTPUT") and "setup(seed=" in second, (
-        f"{rel(path)}: the second cell must report the device and seed (inferbook.notebook.setup)")
+    tags = cells[1].get("metadata", {}).get("tags", [])
+    assert "nbval-ignore-output" in tags and "setup(seed=" in second, (
+        f"{rel(path)}: the second cell must report the device and seed (inferbook.notebook.setup)"
+        " and carry the tag nbval-ignore-output")
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_no_test_markers_in_visible_source(path):
+    # Test markers are cell tags, not the first line a reader sees.
+    cells, _ = code_cells(path)
+    marked = [i for i, c in enumerate(cells) if "# NBVAL_" in "".join(c["source"])]
+    assert not marked, f"{rel(path)}: code cells {marked} carry '# NBVAL_' comments; use cell tags"
 
 
 @pytest.mark.parametrize("path", ALL, ids=rel)

@@ -1,6 +1,6 @@
 """The lesson's demo as a command: naive vs cached decoding, the tiled softmax, a KV-sizing table.
 
-    python code/main.py [--tokens 100] [--seed 0]      (or: python -m inferbook.main)
+    python code/inferbook/main.py [--tokens 100] [--seed 0]      (or: python -m inferbook.main)
 
 Prints a short report. Every number is computed here; nothing is typed in.
 """

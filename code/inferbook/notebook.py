@@ -1,4 +1,9 @@
-"""Shared set-up for every chapter notebook: seeds, a device report, plotting defaults."""
+"""Shared set-up for every chapter notebook: seeds, a device report, plotting defaults, glue.
+
+`glue` stores a value for the rendered book's `{glue:text}` roles when myst_nb is installed
+(`make book`, CI) and does nothing otherwise (Colab, a plain Jupyter session), so a chapter runs
+anywhere without Sphinx.
+"""
 
 from __future__ import annotations
 
@@ -89,9 +94,26 @@ def repo_root(start: str | os.PathLike | None = None) -> Path:
     """
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / "_config.yml").is_file() and (folder / "code").is_dir():
+        if (folder / "_config.yml").is_file() and (folder / "code" / "inferbook").is_dir():
             return folder
     raise FileNotFoundError(
         f"no book repository above {here}: run the notebook from the repository's notebooks/ "
         "folder (on Colab, run the setup cell first; it clones the repository)"
     )
+
+
+def glue(name: str, value, display: bool = False) -> None:
+    """Store `value` under `name` for the book's `{glue:text}` / `{glue:figure}` roles.
+
+    With myst_nb absent (Colab, a plain Jupyter session) nothing is stored, and the value is
+    shown only if `display` is true, as myst_nb would show it.
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as show
+
+            show(value)
+        return
+    myst_glue(name, value, display=display)

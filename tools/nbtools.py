@@ -1,9 +1,9 @@
 """Notebook tools for authors: the canonical setup cell, creating and executing notebooks.
 
-    python tests/nbtools.py setup-cell              # print the canonical first cell
-    python tests/nbtools.py execute NB.ipynb [...]  # execute in place from NB's folder, keep outputs
-    python tests/nbtools.py strip NB.ipynb [...]    # remove outputs (exercise notebooks)
-    python tests/nbtools.py sync-setup              # rewrite every notebook's setup cell (after a URL change)
+    python tools/nbtools.py setup-cell              # print the canonical first cell
+    python tools/nbtools.py execute NB.ipynb [...]  # execute in place from NB's folder, keep outputs
+    python tools/nbtools.py strip NB.ipynb [...]    # remove outputs (exercise notebooks)
+    python tools/nbtools.py sync-setup              # rewrite every notebook's setup cell (after a URL change)
 """
 
 from __future__ import annotations
@@ -33,20 +33,23 @@ def setup_cell_source() -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return f'''# Setup. On Colab: clone the book, install its package (Colab's torch is kept), cd into notebooks/.
 # Everywhere else this cell does nothing: `make book` / `make test` have installed the package.
+# INFERBOOK_REPO_URL overrides where the book is cloned from (a fork, or a local clone in tests).
 import importlib, os, subprocess, sys
 if "google.colab" in sys.modules:
     book = "/content/{name}"
     if not os.path.isdir(book):
-        subprocess.run(["git", "clone", "--depth", "1", "{url}", book], check=True)
+        url = os.environ.get("INFERBOOK_REPO_URL", "{url}")
+        subprocess.run(["git", "clone", "--depth", "1", url, book], check=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", book], check=True)
         importlib.invalidate_caches()
     os.chdir(book + "/notebooks")'''
 
 
 def setup_cell() -> nbformat.NotebookNode:
-    """Return the setup cell, collapsed in the rendered book (tag hide-input)."""
+    """Return the setup cell. It does nothing outside Colab, so the rendered book leaves it out
+    (tag remove-cell); the chapter's one visible set-up cell is the next one."""
     cell = nbformat.v4.new_code_cell(setup_cell_source())
-    cell.metadata["tags"] = ["hide-input"]
+    cell.metadata["tags"] = ["remove-cell"]
     return cell
 
 
@@ -98,8 +101,10 @@ def sync_setup() -> list[Path]:
     for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         cell = next(c for c in nb.cells if c.cell_type == "code")
-        if cell.source != setup_cell_source():
-            cell.source = setup_cell_source()
+        fresh = setup_cell()
+        if cell.source != fresh.source or cell.metadata.get("tags") != fresh.metadata["tags"]:
+            cell.source = fresh.source
+            cell.metadata["tags"] = fresh.metadata["tags"]
             nbformat.write(nb, path)
             changed.append(path)
     return changed
