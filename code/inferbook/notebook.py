@@ -117,3 +117,14 @@ def glue(name: str, value, display: bool = False) -> None:
             show(value)
         return
     myst_glue(name, value, display=display)
+
+
+def claim(holds: bool, sentence: str) -> None:
+    """Assert that a sentence of the chapter's prose is true of the numbers it glues.
+
+    A chapter that writes "X is less than Y" glues X and Y *and* calls
+    `claim(x < y, "X is less than Y")` in the same cell, so the build fails the day the words
+    stop being true (new presets, new measurements), instead of printing a false sentence.
+    """
+    if not holds:
+        raise AssertionError(f"the prose claims something the numbers no longer support: {sentence}")
