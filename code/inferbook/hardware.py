@@ -36,6 +36,14 @@ class GPU:
     num_sms: int | None
     smem_bytes_per_sm: int | None     # max shared memory ("SRAM") one SM can give its blocks
     cite: str
+    # Largest shared memory one thread block may use (opt-in maximum; 1 KiB less than per SM on
+    # sm80+ because the runtime keeps 1 KiB per block). CUDA C Programming Guide, "Technical
+    # Specifications per Compute Capability".
+    smem_bytes_per_block: int | None = None
+    # GPU-to-GPU bandwidth per GPU, both directions together, as datasheets state it:
+    # NVLink where the part has it (None otherwise), and the host PCIe link.
+    nvlink_bytes_per_s: float | None = None
+    pcie_bytes_per_s: float | None = None
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -58,16 +66,25 @@ KiB = 1024
 GPUS: dict[str, GPU] = {
     g.name: g
     for g in [
-        GPU("T4", 16 * GB, 320 * GB, 65e12, (7, 5), 40, 64 * KiB, "nvidia_t4"),
-        GPU("L4", 24 * GB, 300 * GB, 121e12, (8, 9), 58, 100 * KiB, "nvidia_l4"),
-        GPU("A10G", 24 * GB, 600 * GB, None, (8, 6), 80, 100 * KiB, "aws_g5"),
-        GPU("RTX 4090", 24 * GB, 1008 * GB, 165.2e12, (8, 9), 128, 100 * KiB, "nvidia_ada"),
-        GPU("A100 40GB", 40 * GB, 1555 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
+        GPU("T4", 16 * GB, 320 * GB, 65e12, (7, 5), 40, 64 * KiB, "nvidia_t4",
+            smem_bytes_per_block=64 * KiB, nvlink_bytes_per_s=None, pcie_bytes_per_s=32 * GB),
+        GPU("L4", 24 * GB, 300 * GB, 121e12, (8, 9), 58, 100 * KiB, "nvidia_l4",
+            smem_bytes_per_block=99 * KiB, nvlink_bytes_per_s=None, pcie_bytes_per_s=64 * GB),
+        GPU("A10G", 24 * GB, 600 * GB, None, (8, 6), 80, 100 * KiB, "aws_g5",
+            smem_bytes_per_block=99 * KiB, nvlink_bytes_per_s=None, pcie_bytes_per_s=64 * GB),
+        GPU("RTX 4090", 24 * GB, 1008 * GB, 165.2e12, (8, 9), 128, 100 * KiB, "nvidia_ada",
+            smem_bytes_per_block=99 * KiB, nvlink_bytes_per_s=None, pcie_bytes_per_s=64 * GB),
+        GPU("A100 40GB", 40 * GB, 1555 * GB, 312e12, (8, 0), 108, 164 * KiB, "nvidia_a100",
+            smem_bytes_per_block=163 * KiB, nvlink_bytes_per_s=600 * GB, pcie_bytes_per_s=64 * GB),
         GPU("A100 80GB", 80 * GB, 2039 * GB,  # SXM; the PCIe card has 1935 GB/s
-            312e12, (8, 0), 108, 164 * KiB, "nvidia_a100"),
-        GPU("H100 SXM", 80 * GB, 3.35 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h100"),
-        GPU("H200", 141 * GB, 4.8 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h200"),
-        GPU("B200", 180 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200"),
+            312e12, (8, 0), 108, 164 * KiB, "nvidia_a100",
+            smem_bytes_per_block=163 * KiB, nvlink_bytes_per_s=600 * GB, pcie_bytes_per_s=64 * GB),
+        GPU("H100 SXM", 80 * GB, 3.35 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h100",
+            smem_bytes_per_block=227 * KiB, nvlink_bytes_per_s=900 * GB, pcie_bytes_per_s=128 * GB),
+        GPU("H200", 141 * GB, 4.8 * TB, 989e12, (9, 0), 132, 228 * KiB, "nvidia_h200",
+            smem_bytes_per_block=227 * KiB, nvlink_bytes_per_s=900 * GB, pcie_bytes_per_s=128 * GB),
+        GPU("B200", 180 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200",
+            smem_bytes_per_block=227 * KiB, nvlink_bytes_per_s=1800 * GB, pcie_bytes_per_s=128 * GB),
     ]
 }
 
