@@ -33,10 +33,10 @@ def setup_cell_source() -> str:
     name = url.rstrip("/").rsplit("/", 1)[-1]
     return f'''# Setup. On Colab: clone the book, install its package (Colab's torch is kept), cd into notebooks/.
 # Everywhere else this cell does nothing: `make book` / `make test` have installed the package.
-# INFERBOOK_REPO_URL overrides where the book is cloned from (a fork, or a local clone in tests).
+# INFERBOOK_REPO_URL / INFERBOOK_CLONE_DIR override where from / to (a fork; tests use a local clone).
 import importlib, os, subprocess, sys
 if "google.colab" in sys.modules:
-    book = "/content/{name}"
+    book = os.environ.get("INFERBOOK_CLONE_DIR", "/content/{name}")
     if not os.path.isdir(book):
         url = os.environ.get("INFERBOOK_REPO_URL", "{url}")
         subprocess.run(["git", "clone", "--depth", "1", url, book], check=True)
