@@ -1,0 +1,764 @@
+"""The errata page, generated: every entry quotes a source text and computes what is true.
+
+    python tools/errata.py            # print the page
+    python tools/errata.py --write    # rewrite book/errata.md
+    python tools/errata.py --check    # exit 1 if book/errata.md is stale
+
+Each entry is an `Entry`: the chapter it belongs to, which source says it (the lesson or the
+blog article, see the introduction), the source's words in the original Chinese (`original`,
+verbatim, so a test can find them in the seed texts when they are at hand) with an English
+translation, and a function that computes the correction with the course package and returns it
+as Markdown. `tests/test_errata.py` regenerates the page and compares it with the committed one,
+so a number here can only change when the code that computes it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ERRATA = ROOT / "book" / "errata.md"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One error in a source text and the computation that corrects it."""
+
+    chapter: int
+    source: str                 # "Lesson" or "Blog"
+    original: str               # the source's words, verbatim (Chinese, or code as written)
+    translation: str            # English; empty when `original` is English code
+    body: Callable[[], str]     # the correction, computed, as Markdown
+
+
+CHAPTERS = {
+    1: ("Why decoding is slow", "the lesson's sections \u201cThe problem\u201d (问题) and \u201cBuild it\u201d "
+        "(动手构建); the blog's section on the KV cache"),
+    2: ("KV-cache math", "the lesson's section \u201cKV-cache math\u201d (KV cache 数学) and its key terms; "
+        "the blog's \u201cpitfalls\u201d (避坑指南)"),
+    3: ("From softmax to FlashAttention", "the lesson's section \u201cFlash Attention: the tiling trick\u201d "
+        "(Flash Attention——分块技巧) and build step 2; the blog's FlashAttention section"),
+    4: ("FlashAttention as a GPU kernel", "the lesson's versions table (版本演进) and key terms"),
+    5: ("PagedAttention and prefix caching", "the lesson's sections \u201cPagedAttention\u201d, "
+        "\u201cUsage\u201d (使用) and key terms"),
+    6: ("Continuous batching", "the lesson's section \u201cContinuous batching\u201d (连续批处理)"),
+    7: ("Speculative decoding", "the lesson's section \u201cSpeculative decoding: another latency "
+        "optimisation\u201d (Speculative decoding——另一项延迟优化)"),
+    8: ("Putting it together", "the blog's title, benchmark table (实测效果对比) and code; the lesson's "
+        "section \u201cUsage\u201d (使用)"),
+}
+
+
+# ---- formatting ------------------------------------------------------------------------------
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def benchmark(name: str) -> dict:
+    """Return a committed benchmark JSON from outputs/benchmarks/."""
+    return json.loads((ROOT / "outputs" / "benchmarks" / f"{name}.json").read_text())
+
+
+# ---- chapter 1 -------------------------------------------------------------------------------
+
+def _ch1_16_million() -> str:
+    from inferbook.decode import cached_counts, naive_counts
+
+    rows, dots = naive_counts(1, 4096)
+    crows, cdots = cached_counts(1, 4096)
+    return (f"16 million is 4096² = {4096**2:,}. Counting what the decoders compute "
+            f"(`inferbook.decode`'s counters, per layer and head): the naive decoder computes "
+            f"{rows:,} query rows (N(N+1)/2) and {dots:,} query-key dot products (N(N+1)(N+2)/6, "
+            f"which is O(N³), not O(N²)). The cached decoder computes {crows:,} rows and "
+            f"{cdots:,} dot products: O(N²) in total, O(N) per step.")
+
+
+def _ch1_5050() -> str:
+    from inferbook.decode import cached_counts, naive_counts
+
+    rows, dots = naive_counts(1, 100)
+    crows, cdots = cached_counts(1, 100)
+    return (f"Right as counts of query rows ({rows:,} and {crows:,}), but the cached decoder still "
+            f"computes {cdots:,} query-key dot products, the naive one {dots:,}. The cache removes "
+            "the recomputation of the prefix, not the attention over it.")
+
+
+def _ch1_4950() -> str:
+    from inferbook.decode import cached_counts
+
+    crows, cdots = cached_counts(1, 100)
+    return (f"{100 * 99 // 2:,} is the number of pairs of a token with a strictly earlier token "
+            f"({cdots - crows:,} = {cdots:,} dot products of the cached decoder minus the {crows} "
+            "of each token with itself): it is the work that remains *with* a KV cache, not the "
+            "work a cache saves.")
+
+
+def _ch1_dao() -> str:
+    return ("Only FlashAttention is Dao et al.'s {cite:p}`dao2022flashattention`. Caching keys and "
+            "values between decoding steps is older: OpenAI's GPT-2 release already passes them "
+            "between steps as `past` {cite:p}`radford2019gpt2`, and the cost of the cache at scale "
+            "is analysed by Pope et al. {cite:p}`pope2023efficiently`.")
+
+
+def _ch1_bandwidth_bound() -> str:
+    from inferbook import roofline
+    from inferbook.hardware import gpu
+    from inferbook.models import model
+
+    m, h = model("Llama-3.1-8B"), gpu("H100 SXM")
+    shape = (m.n_params, m.num_hidden_layers, m.num_attention_heads * m.head_dim,
+             m.num_key_value_heads * m.head_dim)
+    prefill = roofline.forward_cost(*shape, batch=1, new_tokens=2048, past_tokens=0)
+    decode = roofline.forward_cost(*shape, batch=1, new_tokens=1, past_tokens=2048)
+    assert prefill.intensity > h.ridge_flops_per_byte > decode.intensity
+    return (f"Decoding is; prefilling is not. With `inferbook.roofline`, Llama-3.1-8B on an H100 "
+            f"SXM (ridge point {h.ridge_flops_per_byte:.0f} FLOP/byte) does "
+            f"{prefill.intensity:,.0f} FLOP per byte when it prefills a 2,048-token prompt "
+            f"(compute-bound) and {decode.intensity:.2f} FLOP per byte for one decode step at that "
+            "context (memory-bound). Serving mixes both, which is why chunked prefill exists "
+            "(chapter 6).")
+
+
+def _ch1_blog_naive_complexity() -> str:
+    n = 100
+    keys = np.random.default_rng(0).normal(size=(n, 8))
+    query = np.ones(8)
+    dots = 0
+    for key in keys:               # the pseudo-code's loop, counted
+        _ = float(query @ key)
+        dots += 1
+    assert dots == n
+    return (f"The function scores one query against the n cached keys: its loop computes {dots} "
+            f"dot products for n = {n}, O(n·d) per call. O(n²) is the total over a generation with a "
+            "cache; without one, recomputing every position each step is O(n³) dot products "
+            "(chapter 1 counts both).")
+
+
+def _ch1_blog_torch_cat() -> str:
+    import torch
+
+    try:
+        torch.cat([[], torch.zeros(1, 1, 4)], dim=-2)
+    except TypeError as error:
+        message = str(error)
+    else:  # pragma: no cover - torch changed its mind
+        raise AssertionError("torch.cat([[], k]) no longer raises")
+    return (f"The class initialises the caches as Python lists (`self.k_cache = []`), so the first "
+            f"`torch.cat([self.k_cache, k], dim=-2)` raises `TypeError: {message}`. Start from "
+            "`None` (or a preallocated tensor, as `inferbook.kv_cache` does). Its comment that "
+            "\u201cthe O(n²) problem remains\u201d mixes up the totals: with the cache a step costs O(n), "
+            "a generation O(n²), against O(n³) without it.")
+
+
+def _ch1_demo_program() -> str:
+    from inferbook.decode import cached_counts, naive_counts
+
+    _, dots = naive_counts(1, 100)
+    _, cdots = cached_counts(1, 100)
+    return ("A naive decoder that is handed keys and values computed once, outside the loop, is a "
+            "cached decoder in disguise, and counting its attention work gives the same number "
+            "for both. The book's demo (`python code/inferbook/main.py`) recomputes every "
+            f"position's keys and values from the tokens at every step, and counts {dots:,} against "
+            f"{cdots:,} dot products for 100 tokens.")
+
+
+# ---- chapter 2 -------------------------------------------------------------------------------
+
+def _ch2_per_head() -> str:
+    return ("One layer caches a key and a value for every KV head, so the formula is "
+            "`2 * n_kv_heads * d_head * dtype_size`; the lesson's version is that of a single head.")
+
+
+def _ch2_7b() -> str:
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
+
+    m7 = model("Llama-2-7B")
+    lesson = 2 * 128 * 2
+    per_layer = kv_bytes_per_token_per_layer(m7, "fp16")
+    per_token = kv_bytes_per_token(m7, "fp16")
+    ctx = kv_bytes(m7, 32768, 1, "fp16")
+    native = kv_bytes(m7, m7.max_position_embeddings, 1, "fp16")
+    return (f"{lesson} bytes is one head. With all {m7.num_key_value_heads} heads (Llama-2-7B has "
+            f"exactly this shape) a token costs {per_layer:,} bytes per layer and {per_token:,} bytes "
+            f"({per_token // 1024:,} KiB) over the {m7.num_hidden_layers} layers, and a 32,768-token "
+            f"sequence {ctx:,} bytes = {gb(ctx)} ({gib(ctx)}): {per_layer // lesson} times each of "
+            f"the lesson's figures. (Llama-2-7B itself stops at {m7.max_position_embeddings:,} "
+            f"tokens: {native:,} bytes.)")
+
+
+def _ch2_70b() -> str:
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes, kv_bytes_per_token_per_layer
+
+    m70 = model("Llama-3.1-70B")
+    per_layer = kv_bytes_per_token_per_layer(m70, "fp16")
+    ctx = kv_bytes(m70, 32768, 1, "fp16")
+    return (f"{per_layer:,} bytes per token per layer is right (the Llama-3.1-70B preset; Llama 3 "
+            f"and 3.1 share the attention shape), but {m70.num_hidden_layers} layers × "
+            f"{per_layer:,} bytes × 32,768 tokens = {ctx:,} bytes = {gb(ctx)} ({gib(ctx)}), "
+            "not 10.4 GB.")
+
+
+def _ch2_128k() -> str:
+    from inferbook.hardware import gpu
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes, weight_bytes
+
+    m70, a100 = model("Llama-3.1-70B"), gpu("A100 40GB")
+    c32, c128 = kv_bytes(m70, 32768, 1, "fp16"), kv_bytes(m70, 131072, 1, "fp16")
+    assert c128 > a100.hbm_bytes
+    return (f"The \u201c10 GB\u201d is the 32K figure ({gb(c32)}); at 131,072 tokens the cache is "
+            f"four times that, {c128:,} bytes = {gb(c128)}, more than the whole "
+            f"{gb(a100.hbm_bytes)} card, not \u201cmost of\u201d it; the bf16 weights alone are a further "
+            f"{gb(weight_bytes(m70, 'bf16'))}.")
+
+
+def _ch2_mha() -> str:
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes, kv_bytes_per_token_per_layer, with_kv_heads
+
+    m70 = model("Llama-3.1-70B")
+    mha = with_kv_heads(m70, m70.num_attention_heads)
+    per_layer = kv_bytes_per_token_per_layer(mha, "fp16")
+    ctx = kv_bytes(mha, 32768, 1, "fp16")
+    return (f"MHA caches {mha.num_key_value_heads} KV heads instead of {m70.num_key_value_heads}: "
+            f"{per_layer:,} bytes per token per layer and {ctx:,} bytes = {gb(ctx)} ({gib(ctx)}) "
+            "at 32K, not 32 GB.")
+
+
+def _ch2_mla_row() -> str:
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes_per_token
+
+    v3 = model("DeepSeek-V3")
+    right = kv_bytes_per_token(v3, "bf16")
+    wrong = 2 * v3.kv_lora_rank * 2 * v3.num_hidden_layers
+    assert right == (v3.kv_lora_rank + v3.qk_rope_head_dim) * 2 * v3.num_hidden_layers
+    return (f"MLA caches one compressed latent of {v3.kv_lora_rank} values plus one shared RoPE key "
+            f"of {v3.qk_rope_head_dim} values per token and layer, not a separate latent for K "
+            f"and for V. DeepSeek-V3 ({v3.num_hidden_layers} layers, bf16) therefore caches "
+            f"({v3.kv_lora_rank} + {v3.qk_rope_head_dim}) × 2 B × {v3.num_hidden_layers} = "
+            f"{right:,} bytes per token, not 2 × {v3.kv_lora_rank} × 2 B × "
+            f"{v3.num_hidden_layers} = {wrong:,} {{cite:p}}`deepseek2024v3`.")
+
+
+def _ch2_blog_2_4_gb() -> str:
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes
+
+    rows = []
+    for name, ctx in [("Qwen2.5-7B", 4096), ("Qwen2.5-7B", 32768), ("Llama-2-7B", 4096),
+                      ("Mistral-7B-v0.1", 32768), ("Llama-3.1-8B", 131072)]:
+        rows.append(f"{name} at {ctx:,} tokens {gb(kv_bytes(model(name), ctx, 1, 'bf16'))}")
+    return ("It depends on the attention layout and the context far more than on \u201c7B\u201d: "
+            "with `inferbook.sizing` (bf16), " + "; ".join(rows) + ". Mistral-7B's 4,096-token "
+            "sliding window caps its cache however long the context grows.")
+
+
+def _ch2_b200_row() -> str:
+    from inferbook.hardware import gpu
+
+    h100, b200 = gpu("H100 SXM"), gpu("B200")
+    return (f"Bandwidths differ by generation: the H100 SXM reads {h100.hbm_bytes_per_s / 1e12:.2f} "
+            f"TB/s {{cite:p}}`nvidia_h100`, the B200 {b200.hbm_bytes_per_s / 1e12:.1f} TB/s "
+            "{cite:p}`nvidia_b200`; \u201c~3 TB/s\u201d is neither. The B200 was announced with 192 GB "
+            f"of HBM3e, but the DGX B200 datasheet lists {8 * b200.hbm_bytes / 1e9:,.0f} GB for "
+            f"eight GPUs, {b200.hbm_bytes / 1e9:.0f} GB each, which is what a deployment sees and "
+            "what the book's preset uses.")
+
+
+# ---- chapter 3 -------------------------------------------------------------------------------
+
+def _ch3_bit_identical() -> str:
+    from inferbook import flash, softmax
+
+    rng = np.random.default_rng(2)
+    trials, differ, err_tiled, err_direct = 300, 0, [], []
+    for _ in range(trials):
+        q = (rng.normal(size=64) * 2).astype(np.float32)
+        keys = rng.normal(size=(256, 64)).astype(np.float32)
+        values = rng.normal(size=(256, 64)).astype(np.float32)
+        exact = softmax.safe_softmax(keys.astype(np.float64) @ q.astype(np.float64)) \
+            @ values.astype(np.float64)
+        tiled = flash.flash_attention_forward(            # float32 throughout, tiles of 32
+            q[None, None, None], keys[None, None], values[None, None], block_q=1, block_k=32,
+            scale=1.0)[0][0, 0, 0]
+        direct = softmax.safe_softmax(keys @ q) @ values
+        differ += not np.array_equal(tiled, direct)
+        err_tiled.append(np.abs(tiled - exact).max())
+        err_direct.append(np.abs(direct - exact).max())
+    return ("Exact in exact arithmetic, not bit-identical in any floating-point format: the tiled "
+            "loop adds the same terms in another order, rescales partial sums by "
+            "exp(m_old − m_new) and divides at the end. Over "
+            f"{trials} random one-query problems (N = 256, d = 64, tiles of 32) the float32 tiled "
+            f"result differed from the float32 one-shot result in {100 * differ / trials:.0f}% of "
+            "cases, while both had the same error against float64 (median "
+            f"{np.median(err_tiled):.1e} vs {np.median(err_direct):.1e}). The right statement is "
+            "flash-attention's test rule: error at most 2× that of the plain computation in the "
+            "same precision (checked in `tests/test_flash.py`).")
+
+
+def _ch3_p_shape() -> str:
+    return ("The softmax output P is N×N, like S; only O is N×d. Standard attention writes and "
+            "reads two N×N matrices.")
+
+
+def _ch3_one_round_trip() -> str:
+    from inferbook.io_model import flash_attention_io
+
+    n, d, m = 4096, 64, 2**15
+    block_q = m // (6 * d)
+    passes = math.ceil(n / block_q)
+    io = flash_attention_io(n, d, m)
+    kv_reads = io.reads - n * d            # everything read except Q itself
+    assert kv_reads == passes * 2 * n * d
+    return ("True of the Q tiles and the O tiles. K and V are read once per Q tile: at N = "
+            f"{n:,}, d = {d} and an SRAM of 2^15 elements (Q tiles of {block_q} rows), {passes} "
+            "times each (`inferbook.io_model` counts it). That is why FlashAttention's traffic is "
+            "Θ(N²d²/M), not Θ(Nd) {cite:p}`dao2022flashattention` (Theorem 2).")
+
+
+def _ch3_blog_o_n_time() -> str:
+    from inferbook.io_model import flash_attention_io, standard_attention_io
+
+    n, d, m = 4096, 64, 2**15
+    flash, standard = flash_attention_io(n, d, m), standard_attention_io(n, d, m)
+    assert flash.flops == standard.flops == 4 * n * n * d
+    return (f"The FLOPs are unchanged: 4N²d per head for both ({flash.flops:,} at N = {n:,}, "
+            f"d = {d}, counted by `inferbook.io_model` for both algorithms). What becomes O(N) "
+            f"is the extra memory; what shrinks is HBM traffic ({standard.total / flash.total:.1f}× "
+            f"fewer elements moved at N = {n:,}, M = 2^15), which is why it runs faster.")
+
+
+def _blog_flash_attention(q, k, v, block_size):
+    """The blog's pseudo-code, transcribed literally to NumPy (one head, its d_k = head dim)."""
+    seq_len = q.shape[0]
+    n_blocks = (seq_len + block_size - 1) // block_size
+    o = np.zeros_like(q)
+    l_ = np.zeros(seq_len)
+    m_ = np.full(seq_len, -np.inf)
+    for j in range(n_blocks):
+        kb, vb = k[j * block_size:(j + 1) * block_size], v[j * block_size:(j + 1) * block_size]
+        s = q @ kb.T / math.sqrt(q.shape[1])
+        new_m = np.maximum(m_, s.max(axis=-1))
+        correction = np.exp(m_ - new_m)
+        new_l = l_ * correction + np.exp(s - new_m[:, None]).sum(axis=-1)
+        o = o * correction[:, None] + (np.exp(s - new_m[:, None]) @ vb) / new_l[:, None]
+        m_, l_ = new_m, new_l
+    return o / l_[:, None]
+
+
+def _ch3_blog_pseudocode() -> str:
+    from inferbook.flash import attention_reference
+
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(64, 32)), rng.normal(size=(256, 32)), rng.normal(size=(256, 32))
+    right = attention_reference(q[None, None], k[None, None], v[None, None])[0][0, 0]
+    blog = _blog_flash_attention(q, k, v, 64)
+    err = np.abs(blog - right).max() / np.abs(right).max()
+    assert err > 0.1
+    return ("It divides each block's contribution by the running sum `new_l`, then divides the "
+            "final output by `l` again, and never rescales the already-normalised output when `l` "
+            "grows. Transcribed literally to NumPy it is off by "
+            f"{err:.2f} (relative to the largest output) on a 64×256 random problem. Accumulate "
+            "`O = O * correction + exp(S - new_m) @ V_block` unnormalised and divide by `l` once "
+            "at the end. (It also uses an undefined `d_k`.)")
+
+
+def _ch3_unsourced_speedups() -> str:
+    return ("No source is given for either range. The papers report, for FlashAttention-2, about "
+            "2× over FlashAttention on an A100 {cite:p}`dao2024flashattention2`, and for "
+            "FlashAttention-3 on an H100, 1.5–2.0× over FlashAttention-2 in FP16, with FP8 reaching "
+            "close to 1.2 PFLOP/s {cite:p}`shah2024flashattention3`. A speedup of \u201c5–10×\u201d needs "
+            "a baseline (unfused attention in PyTorch? FlashAttention-2 in FP16?) and a sequence "
+            "length, because the gain grows with N (chapter 3 counts the traffic).")
+
+
+# ---- chapter 4 -------------------------------------------------------------------------------
+
+def _ch4_sram() -> str:
+    from inferbook.hardware import gpu
+
+    h100 = gpu("H100 SXM")
+    return ("256 KB is the combined L1/shared-memory array of an SM; an SM can hand at most "
+            f"{h100.smem_bytes_per_sm // 1024} KiB of it to shared memory and one thread block at "
+            f"most {h100.smem_bytes_per_block // 1024} KiB (the `H100 SXM` preset). NVIDIA publishes "
+            "no SRAM bandwidth; the FlashAttention paper's estimate for the A100 is about 19 TB/s "
+            "{cite:p}`dao2022flashattention`. There is no fixed cost per round trip: what an extra "
+            "pass through HBM costs depends on the bytes it moves relative to the FLOPs done, "
+            "which chapters 1 and 4 show with the roofline.")
+
+
+def _ch4_versions() -> str:
+    return ("The papers report, for FlashAttention, 15% end to end on BERT-large, 3× on GPT-2 "
+            "(N = 1K) and 2.4× on long-range arena {cite:p}`dao2022flashattention`; for "
+            "FlashAttention-2, about 2× over FlashAttention (50–73% of the A100's peak) "
+            "{cite:p}`dao2024flashattention2`. The FlashAttention-3 row (1.5–2.0× on H100, about "
+            "740 TFLOP/s in FP16) is right {cite:p}`shah2024flashattention3`.")
+
+
+def _ch4_fa4() -> str:
+    return ("True of the first release; the FlashAttention-4 paper has a backward pass, using "
+            "Blackwell's tensor memory and 2-CTA MMA mode {cite:p}`zadouri2026flashattention4`.")
+
+
+# ---- chapter 5 -------------------------------------------------------------------------------
+
+def _ch5_fragmentation() -> str:
+    from inferbook.fragmentation import sharegpt_like, simulate
+
+    requests = sharegpt_like(1000, seed=0)
+    paged = simulate(requests, "paged", capacity_tokens=32768, block_size=16)
+    paged128 = simulate(requests, "paged", capacity_tokens=32768, block_size=128)
+    return ("Paging removes *external* fragmentation (any free block serves any sequence) but "
+            "keeps the internal kind: the unused tail of each sequence's last block, at most 15 "
+            "slots with 16-token blocks. On 1,000 simulated chat completions with ShareGPT-like "
+            f"lengths (`inferbook.fragmentation`, seed 0, a pool of 32,768 token slots) that is "
+            f"{paged.waste:.2%} of the memory allocated to sequences, not zero ({paged128.waste:.2%} "
+            "with 128-token blocks). Nothing is ever moved to defragment the pool: a block table "
+            "makes physical placement irrelevant.")
+
+
+def _ch5_4x() -> str:
+    from inferbook.fragmentation import sharegpt_like, simulate
+
+    requests = sharegpt_like(1000, seed=0)
+    runs = {p: simulate(requests, p, capacity_tokens=32768, block_size=16)
+            for p in ("reserve_max", "exact", "paged")}
+    paged = runs["paged"]
+    return ("The vLLM paper reports 2–4× higher throughput than FasterTransformer and Orca at the "
+            "same latency, depending on model and workload {cite:p}`kwon2023vllm`: a range, not a "
+            "constant. In the chapter's simulation the paged pool finishes the same 1,000 requests "
+            f"in {runs['reserve_max'].steps / paged.steps:.2f}× fewer decoding steps than "
+            f"reserving the maximum length per request and {runs['exact'].steps / paged.steps:.2f}× "
+            "fewer than an oracle that reserves exactly each request's final length, at a cost "
+            f"the step count hides: {paged.preemptions:,} preemptions, each of which recomputes "
+            "the preempted request's prompt and output so far.")
+
+
+def _ch5_prefix_5x() -> str:
+    from inferbook.prefix_cache import agent_workload, replay
+
+    agent = agent_workload(n_conversations=20, turns=4, seed=0)
+    none = replay(agent, num_blocks=4000, caching=False)
+    small, big = replay(agent, num_blocks=200), replay(agent, num_blocks=4000)
+    return ("No source is given, and what prefix caching removes is prefill work, in proportion "
+            "to the shared part of each prompt and to how much cache the server can keep: on the "
+            "chapter's simulated agent workload (a shared system prompt and tool schema, 4-turn "
+            f"conversations) it cut the prompt tokens to prefill {none.prefill_tokens / small.prefill_tokens:.1f}× "
+            f"with a pool of 200 blocks and {none.prefill_tokens / big.prefill_tokens:.1f}× with "
+            "room to keep everything. Throughput follows only in proportion to the share of time "
+            "spent in prefill.")
+
+
+# ---- chapter 6 -------------------------------------------------------------------------------
+
+def _ch6_5_10x() -> str:
+    run = benchmark("serving")["serving"]
+    static, continuous = run["static"], run["continuous"]
+    per_step = continuous["throughput_tok_per_step"] / static["throughput_tok_per_step"]
+    cpu = continuous["throughput_tok_cpu_s_median"] / static["throughput_tok_cpu_s_median"]
+    work = run["workload"]
+    return ("No source is given, and the gain is not a constant: it is about the ratio of the "
+            "longest reply to the mean reply within a static batch, so it depends on the spread of "
+            "output lengths and on the batch size. On chapter 6's workload "
+            f"({work['n_requests']} requests, mean output {work['mean_output']:.0f} tokens, at most "
+            f"{work['max_output']}) the same engine served {per_step:.2f}× more tokens per step "
+            f"with continuous batching than with static batches of {run['engine']['max_num_seqs']}, "
+            f"and {cpu:.2f}× more tokens per CPU-second (median of repeats; "
+            "`outputs/benchmarks/serving.json`, written by `tests/bench/bench_serving.py`).")
+
+
+# ---- chapter 7 -------------------------------------------------------------------------------
+
+def _ch7_k_tokens() -> str:
+    from inferbook.speculative import expected_tokens_per_pass
+
+    alpha, k = 0.7, 4
+    return ("It produces k + 1: the target's distribution at the first rejected position (or "
+            "after the last draft when all are accepted) comes out of the same pass, and the "
+            "rejection rule always emits one token from it {cite:p}`leviathan2023speculative`. A "
+            "draft that is never accepted still yields one token per pass. With acceptance rate α "
+            "the expected count is (1 − α^(k+1)) / (1 − α): "
+            f"{expected_tokens_per_pass(alpha, k):.2f} tokens per target pass at α = {alpha}, "
+            f"k = {k} (`inferbook.speculative`).")
+
+
+def _ch7_speedups() -> str:
+    from inferbook.speculative import expected_tokens_per_pass
+
+    alpha, k, c = 0.7, 4, 0.3
+    speedup = expected_tokens_per_pass(alpha, k) / (k * c + 1)
+    return ("Not measurements: the speedup is (1 − α^(k+1)) / ((1 − α)(kc + 1)) for a draft "
+            "costing c target passes {cite:p}`leviathan2023speculative`, and it shrinks at large "
+            f"batch sizes. At α = {alpha}, k = {k} and c = {c} it is {speedup:.2f}×; chapter 7 "
+            "measures α and c on its own models. The EAGLE-2 paper reports 3.05–4.26× "
+            "{cite:p}`li2024eagle`, Medusa 2.2–3.6× {cite:p}`cai2024medusa`, both at batch 1; "
+            "Lookahead decoding 1.8× on MT-bench {cite:p}`fu2024lookahead`, and it is not free: "
+            "its n-gram branches add FLOPs to every step, which a busy server does not have "
+            "spare.")
+
+
+# ---- chapter 8 -------------------------------------------------------------------------------
+
+def _ch8_title_3x() -> str:
+    naive, kv, fa, paged = 45, 120, 185, 340
+    return (f"The article's own table does not say 3×: the KV cache alone is {kv / naive:.2f}× "
+            f"its naive row, KV cache plus FlashAttention {fa / naive:.2f}×, and with "
+            f"PagedAttention {paged / naive:.2f}×. None of the rows states a batch size, lengths or "
+            "precision, so no ratio between them can be attributed to one technique.")
+
+
+def _ch8_table() -> str:
+    from inferbook.hardware import gpu
+    from inferbook.models import model
+    from inferbook.sizing import kv_bytes, weight_bytes
+
+    qwen, a100 = model("Qwen2.5-14B"), gpu("A100 80GB")
+    w = weight_bytes(qwen, "bf16")
+    kv1k = kv_bytes(qwen, 1024, 1, "bf16")
+    per_gpu = (w + kv1k) / 2
+    bound = a100.hbm_bytes_per_s / per_gpu
+    kv4k = kv_bytes(qwen, 4096, 1, "bf16")
+    share = kv4k / (w + kv4k)
+    assert 185 > bound
+    return ("No batch size, lengths, precision or engine version are given, so the absolute "
+            "numbers cannot be checked. What can be: one stream with TP = 2 must read half of the "
+            f"{gb(w)} of bf16 weights on each GPU per decode step, which bounds it at about "
+            f"{bound:.0f} tok/s at a 1K-token context ({a100.hbm_bytes_per_s / 1e9:,.0f} GB/s per "
+            f"A100). The +FlashAttention row (185 tok/s, {185 / 120:.2f}× over the KV-cache row) is "
+            f"above that bound, and at 4K context the KV cache is only {share:.1%} of the bytes a "
+            "decode step reads, so no attention kernel can buy that much of the step time: the "
+            "batch must have changed between rows. PagedAttention does not speed up a decode "
+            "step; it raises the batch that fits, so the last row's "
+            f"{340 / 185:.2f}× is a batching gain that the table attributes to the wrong cause.")
+
+
+def _ch8_ttft() -> str:
+    return ("The first token comes from one prefill pass, the same with and without a cache; a KV "
+            "cache changes only the steps after it, so it cannot halve the time to the first "
+            "token.")
+
+
+def _vllm_args() -> set[str]:
+    data = json.loads((ROOT / "code" / "inferbook" / "data" / "vllm_args.json").read_text())
+    names = set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            for key, value in x.items():
+                if isinstance(key, str) and key.startswith("--"):
+                    names.add(key)
+                walk(value)
+        elif isinstance(x, list):
+            for value in x:
+                walk(value)
+        elif isinstance(x, str) and x.startswith("--"):
+            names.add(x)
+
+    walk(data)
+    return names
+
+
+def _ch8_use_flash_attention() -> str:
+    flags = _vllm_args()
+    assert "--use-flash-attention" not in flags and "--attention-backend" in flags
+    return ("vLLM has no such argument (it is not among the 0.33.0 engine arguments in "
+            "`code/inferbook/data/vllm_args.json`); vLLM picks its attention backend itself, "
+            "overridable with `--attention-backend`. The rest of that `EngineArgs` call "
+            "(`enable_chunked_prefill`, `max_num_batched_tokens`, `max_num_seqs`, "
+            "`gpu_memory_utilization`, `tensor_parallel_size`) is real.")
+
+
+def _ch8_generate_async() -> str:
+    return ("vLLM's `LLM` class has no `generate_async` (`vllm/entrypoints/llm.py` in 0.33.0) "
+            "{cite:p}`vllm_v0_33`; `LLM.generate` is synchronous, and asynchronous serving is the "
+            "OpenAI-compatible server (`vllm serve`).")
+
+
+def _ch8_hf_env() -> str:
+    return ("Transformers reads no such environment variable; the attention implementation is the "
+            "`attn_implementation` argument {cite:p}`wolf2020transformers`.")
+
+
+def _ch8_fa2_t4() -> str:
+    return ("The first half is right (sm80+). On a T4 the practical choice is "
+            "`attn_implementation=\"sdpa\"`: PyTorch's scaled-dot-product attention runs its "
+            "memory-efficient kernel on sm50 and newer (its flash kernel needs sm80) "
+            "{cite:p}`pytorch_sdp_utils`.")
+
+
+def _ch8_fa3_hopper() -> str:
+    return ("`flash_attention_2` is real; on Hopper the value is `\"flash_attention_3\"` (it needs "
+            "the separately installed FlashAttention-3 build). Transformers 5 deprecates "
+            "`torch_dtype` in favour of `dtype` (it still works, with a warning).")
+
+
+def _ch8_vllm_serve() -> str:
+    flags = _vllm_args()
+    used = ["--tensor-parallel-size", "--max-model-len", "--enable-prefix-caching",
+            "--kv-cache-dtype"]
+    assert all(f in flags for f in used)
+    return ("All four flags are real (`code/inferbook/data/vllm_args.json`). Whether TP = 4 is the "
+            "right degree, and whether an fp8 KV cache is safe for the task, are the decisions "
+            "chapter 8's recommender makes and explains; an fp8 KV cache should only be enabled "
+            "after checking quality on the task.")
+
+
+ENTRIES: tuple[Entry, ...] = (
+    # chapter 1
+    Entry(1, "Lesson", "两个优化——都来自 Dao 等人", "Two optimisations, both from Dao et al.",
+          _ch1_dao),
+    Entry(1, "Lesson", "推理是串行的，并且受内存带宽限制", "Inference is serial and bound by memory "
+          "bandwidth.", _ch1_bandwidth_bound),
+    Entry(1, "Lesson", "对于一个 4K token 的回复，这意味着 1600 万次 attention 运算",
+          "A naive decoder does O(N²) work to generate N tokens; for a 4K-token reply that means "
+          "16 million attention operations.", _ch1_16_million),
+    Entry(1, "Lesson", "朴素方式：O(N²) = 5050。缓存方式：O(N) = 100",
+          "Build step 3, for 100 tokens: naive O(N²) = 5050; cached O(N) = 100.", _ch1_5050),
+    Entry(1, "Lesson", "代码会把两者都打印出来", "Build step 3: the code prints both counts.",
+          _ch1_demo_program),
+    Entry(1, "Blog", "生成 100 个 token，就要计算 4950 次注意力（100×99÷2）",
+          "Generating 100 tokens computes attention 4950 times (100×99÷2).", _ch1_4950),
+    Entry(1, "Blog", "时间复杂度 O(n²)，n是序列长度",
+          "`naive_attention(query, keys, values)`: time complexity O(n²), n the sequence length.",
+          _ch1_blog_naive_complexity),
+    Entry(1, "Blog", "k_full = torch.cat([self.k_cache, k], dim=-2)", "", _ch1_blog_torch_cat),
+    # chapter 2
+    Entry(2, "Lesson", "bytes_per_token_per_layer = 2 * d_head * dtype_size", "",
+          _ch2_per_head),
+    Entry(2, "Lesson", "per 32K context = 512 MB",
+          "7B, 32 layers, 32 heads, d_head = 128, fp16: 512 bytes per token per layer, 16 KB per "
+          "token, 512 MB per 32K context.", _ch2_7b),
+    Entry(2, "Lesson", "per 32K context = 10.4 GB",
+          "Llama 3 70B: 4096 bytes per token per layer, 10.4 GB per 32K context.", _ch2_70b),
+    Entry(2, "Lesson", "这 10 GB 就是为什么 Llama 3 70B 在 batch size 为 1、上下文长度为 128K 时，"
+          "仅 KV cache 就会吃掉一张 40 GB A100 上的大部分显存",
+          "These 10 GB are why Llama 3 70B at batch 1 and 128K context eats most of a 40 GB A100 "
+          "with its KV cache alone.", _ch2_128k),
+    Entry(2, "Lesson", "如果使用 64 头的 MHA，就会变成 32 GB", "With 64-head MHA it would be 32 GB.",
+          _ch2_mha),
+    Entry(2, "Lesson", "MLA 还能压得更低", "MLA compresses it further (the course's demo program "
+          "prints DeepSeek-V3's MLA cache as 124,928 bytes per token).", _ch2_mla_row),
+    Entry(2, "Lesson", "B200 上为 192 GB。带宽约 ~3 TB/s",
+          "Key terms, HBM: 80 GB on an H100, 192 GB on a B200; bandwidth about 3 TB/s.",
+          _ch2_b200_row),
+    Entry(2, "Blog", "7B 模型单请求 KV Cache 可能占用 2-4GB",
+          "A 7B model's KV cache can take 2–4 GB for a single request.", _ch2_blog_2_4_gb),
+    # chapter 3
+    Entry(3, "Lesson", "它的输出与一次性计算 softmax(qK) V 在比特级上一致",
+          "Build step 2: the tiled softmax's output is bit-level identical to computing "
+          "softmax(qK)V at once (and: FlashAttention's output is bit-identical to standard "
+          "attention, ignoring fp16 non-associativity).", _ch3_bit_identical),
+    Entry(3, "Lesson", "一个 N×N 的分数矩阵、一个 N×d 的 softmax 输出",
+          "Standard attention writes an N×N score matrix, an N×d softmax output and an N×d "
+          "output.", _ch3_p_shape),
+    Entry(3, "Lesson", "每个 tile 只需要一次 HBM 往返", "Each tile needs only one HBM round trip.",
+          _ch3_one_round_trip),
+    Entry(3, "Lesson", "在 A100 上有 2–4× 的实际速度提升；在 H100 + FP8 上可达 5–10×",
+          "FlashAttention: 2–4× real speedup on an A100; up to 5–10× on an H100 with FP8.",
+          _ch3_unsourced_speedups),
+    Entry(3, "Blog", "把 Attention 从 O(n²) 降到了 O(n)",
+          "FlashAttention reduces attention from O(n²) to O(n) (its table: time complexity O(n²) "
+          "vs O(n)).", _ch3_blog_o_n_time),
+    Entry(3, "Blog", "O = correction_O + (torch.exp(S_block - new_m.unsqueeze(-1)) @ V_block) "
+          "/ new_l.unsqueeze(-1)", "", _ch3_blog_pseudocode),
+    # chapter 4
+    Entry(4, "Lesson", "H100 每个 SM 约 ~256 KB。带宽约 ~30 TB/s",
+          "Key terms, SRAM: about 256 KB per SM on an H100, about 30 TB/s (and: every extra HBM "
+          "round trip costs about 10×).", _ch4_sram),
+    Entry(4, "Lesson", "A100 上 2×", "Versions table: FlashAttention 2× on A100; FlashAttention-2 "
+          "3× on A100.", _ch4_versions),
+    Entry(4, "Lesson", "Flash 4 在发布时只支持前向传播。训练仍然使用 Flash 3",
+          "FlashAttention-4 supports only the forward pass at release; training still uses "
+          "FlashAttention-3.", _ch4_fa4),
+    # chapter 5
+    Entry(5, "Lesson", "可消除碎片", "Key terms: PagedAttention eliminates fragmentation (and, in "
+          "the text, lets you defragment memory).", _ch5_fragmentation),
+    Entry(5, "Lesson", "相比朴素的连续分配，吞吐量可提升 4×",
+          "4× throughput over naive contiguous allocation.", _ch5_4x),
+    Entry(5, "Lesson", "prefix caching 通常能带来 5× 吞吐量提升",
+          "For agent workloads with repeated tool prompts, prefix caching typically gives a 5× "
+          "throughput gain.", _ch5_prefix_5x),
+    # chapter 6
+    Entry(6, "Lesson", "对于典型聊天负载，吞吐量可提升 5–10×",
+          "For typical chat workloads throughput rises 5–10×.", _ch6_5_10x),
+    # chapter 7
+    Entry(7, "Lesson", "如果验证接受了其中 k 个，那你只花了 1 次大模型前向传播，就完成了 k 次生成",
+          "If verification accepts k of them, one large-model forward pass has produced k "
+          "tokens.", _ch7_k_tokens),
+    Entry(7, "Lesson", "在消费级硬件上可获得 2–4× 加速",
+          "Draft-model speculation: 2–4× on consumer hardware; EAGLE 2 / Medusa: 2–3×; "
+          "lookahead decoding: niche, but nearly free.", _ch7_speedups),
+    # chapter 8
+    Entry(8, "Blog", "让 Token 生成快 3 倍", "Title: KV Cache + Flash Attention make token "
+          "generation 3× faster.", _ch8_title_3x),
+    Entry(8, "Blog", "+ Flash Attention\t185", "Qwen2.5-14B on 2×A100 80G: naive 45 → +KV cache "
+          "120 → +FlashAttention 185 → +PagedAttention 340 tok/s.", _ch8_table),
+    Entry(8, "Blog", "+ KV Cache\t120\t72G\t380ms", "Time to first token: 820 ms naive, 380 ms "
+          "with a KV cache.", _ch8_ttft),
+    Entry(8, "Blog", "use_flash_attention=True", "", _ch8_use_flash_attention),
+    Entry(8, "Blog", "await llm.generate_async(prompts, sampling_params)", "",
+          _ch8_generate_async),
+    Entry(8, "Blog", "HF_ATTN_BACKEND=flash_attention_2", "", _ch8_hf_env),
+    Entry(8, "Blog", "Flash Attention 2 需要 Ampere (A100) 及以上架构，V100/T4 用户只能用 Flash "
+          "Attention 1 或回退到 eager 模式", "FlashAttention-2 needs Ampere (A100) or newer; "
+          "V100/T4 users can only use FlashAttention-1 or fall back to eager mode.", _ch8_fa2_t4),
+    Entry(8, "Lesson", "attn_implementation=\"flash_attention_2\",  # use FA3 if Hopper", "",
+          _ch8_fa3_hopper),
+    Entry(8, "Lesson", "--kv-cache-dtype fp8", "`vllm serve meta-llama/Llama-3.1-70B-Instruct "
+          "--tensor-parallel-size 4 --max-model-len 32768 --enable-prefix-caching "
+          "--kv-cache-dtype fp8`", _ch8_vllm_serve),
+)
+
+
+INTRO = """# Errata for the source texts
+
+The book follows two source texts (a lesson and a blog article, see the introduction), both in
+Chinese. Both contain errors. Each entry quotes what the source says, in English with the
+original words in parentheses, and then computes what is true with the book's package.
+This page is generated by `tools/errata.py`, and `tests/test_errata.py` regenerates it and
+compares, so no number here is typed.
+"""
+
+
+def render_entry(entry: Entry) -> str:
+    if entry.translation:
+        quote = f"**{entry.source}: \u201c{entry.translation}\u201d** ({entry.original})"
+    else:
+        quote = f"**{entry.source}: `{entry.original}`**"
+    body = entry.body().strip()
+    return f"- {quote}\n  {body}\n"
+
+
+def render() -> str:
+    chapters = sorted({e.chapter for e in ENTRIES})
+    parts = [INTRO]
+    for chapter in chapters:
+        title, where = CHAPTERS[chapter]
+        parts.append(f"\n## Chapter {chapter}: {title}\n\nFrom {where}.\n\n")
+        parts.extend(render_entry(e) for e in ENTRIES if e.chapter == chapter)
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    page = render()
+    if "--write" in sys.argv[1:]:
+        ERRATA.write_text(page)
+    elif "--check" in sys.argv[1:]:
+        sys.exit(0 if ERRATA.read_text() == page else 1)
+    else:
+        print(page, end="")
