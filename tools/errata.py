@@ -108,7 +108,7 @@ def _ch1_4950() -> str:
 def _ch1_dao() -> str:
     return ("Only FlashAttention is Dao et al.'s {cite:p}`dao2022flashattention`. Caching keys and "
             "values between decoding steps is older: OpenAI's GPT-2 release already passes them "
-            "between steps as `past` {cite:p}`radford2019gpt2`, and the cost of the cache at scale "
+            "between steps as `past` {cite:p}`openai_gpt2_code`, and the cost of the cache at scale "
             "is analysed by Pope et al. {cite:p}`pope2023efficiently`.")
 
 
@@ -506,7 +506,7 @@ def _ch7_speedups() -> str:
             "costing c target passes {cite:p}`leviathan2023speculative`, and it shrinks at large "
             f"batch sizes. At α = {alpha}, k = {k} and c = {c} it is {speedup:.2f}×; chapter 7 "
             "measures α and c on its own models. The EAGLE-2 paper reports 3.05–4.26× "
-            "{cite:p}`li2024eagle`, Medusa 2.2–3.6× {cite:p}`cai2024medusa`, both at batch 1; "
+            "{cite:p}`li2024eagle2`, Medusa 2.2–3.6× {cite:p}`cai2024medusa`, both at batch 1; "
             "Lookahead decoding 1.8× on MT-bench {cite:p}`fu2024lookahead`, and it is not free: "
             "its n-gram branches add FLOPs to every step, which a busy server does not have "
             "spare.")
