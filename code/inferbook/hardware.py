@@ -21,6 +21,7 @@ which is what a deployment sees, so the preset uses 180 GB.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -89,9 +90,33 @@ GPUS: dict[str, GPU] = {
 }
 
 
-def gpu(name: str) -> GPU:
-    """Return the preset called `name` (case-insensitive); ValueError lists the known ones."""
-    for key, value in GPUS.items():
-        if key.lower() == name.lower():
+# Other names for the presets: the short names people type and what `nvidia-smi` /
+# `torch.cuda.get_device_name()` report. Keys are normalised (see `_norm`).
+GPU_ALIASES: dict[str, str] = {
+    "h100": "H100 SXM", "h100sxm5": "H100 SXM", "h10080gbhbm3": "H100 SXM",
+    "a100": "A100 80GB", "a100sxm480gb": "A100 80GB", "a100sxm440gb": "A100 40GB",
+    "4090": "RTX 4090", "geforcertx4090": "RTX 4090",
+    "teslat4": "T4", "b200": "B200", "h200": "H200",
+}
+
+
+def _norm(name: str) -> str:
+    """Lower-case, drop spaces, hyphens, underscores and a leading "nvidia"."""
+    key = re.sub(r"[\s_\-]+", "", name.lower())
+    return key[len("nvidia"):] if key.startswith("nvidia") and len(key) > 6 else key
+
+
+def gpu(name: str | GPU) -> GPU:
+    """Return the preset called `name`: case-insensitive, spaces/hyphens ignored, with the
+    aliases in `GPU_ALIASES` ("H100" is the "H100 SXM" preset). ValueError lists the known ones."""
+    if isinstance(name, GPU):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"GPU name must be a str or a GPU, got {type(name).__name__}")
+    key = _norm(name)
+    key = _norm(GPU_ALIASES.get(key, key))
+    for preset_name, value in GPUS.items():
+        if _norm(preset_name) == key:
             return value
-    raise ValueError(f"unknown GPU preset {name!r}; known presets: {', '.join(GPUS)}")
+    raise ValueError(f"unknown GPU preset {name!r}; known presets: {', '.join(GPUS)} "
+                     f"(aliases: {', '.join(sorted({'H100', 'A100', '4090'}))})")

@@ -22,7 +22,10 @@ Conventions:
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,8 @@ class ModelSpec:
     attention_bias: bool = False     # q/k/v projections carry biases (Qwen2)
     norms_per_layer: int = 2         # RMSNorm vectors per decoder layer (Gemma-2 has 4)
     sliding_window: int | None = None
-    sliding_window_layers: str = "none"   # "none" | "all" | "even"
+    # "none" | "all" | "even", or one bool per layer (True: that layer uses the window)
+    sliding_window_layers: str | tuple[bool, ...] = "none"
     # mixture of experts (Mixtral: num_local_experts; DeepSeek: n_routed_experts)
     n_routed_experts: int = 0
     num_experts_per_tok: int = 0
@@ -60,28 +64,45 @@ class ModelSpec:
     # published parameter count and where it is stated
     published_params: float = 0.0
     params_source: str = ""
+    # the instruction-tuned repository a chat or agent deployment serves ("" if none published)
+    chat_repo: str = ""
 
     def __post_init__(self) -> None:
         for field in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                       "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
                       "max_position_embeddings"):
             value = getattr(self, field)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{self.name}: {field} must be a positive int, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{self.name}: {field} must be a positive int (not a bool), "
+                                 f"got {value!r}")
+        for field in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                      "n_shared_experts", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank",
+                      "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{self.name}: {field} must be an int (not a bool), "
+                                 f"got {value!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"{self.name}: num_attention_heads={self.num_attention_heads} is not divisible by "
                 f"num_key_value_heads={self.num_key_value_heads}; each KV head must serve a whole "
                 "group of query heads"
             )
-        if self.sliding_window_layers not in ("none", "all", "even"):
-            raise ValueError(f"{self.name}: sliding_window_layers must be 'none', 'all' or 'even', "
-                             f"got {self.sliding_window_layers!r}")
+        layers = self.sliding_window_layers
+        if isinstance(layers, tuple):
+            if len(layers) != self.num_hidden_layers or not all(isinstance(b, bool) for b in layers):
+                raise ValueError(f"{self.name}: sliding_window_layers as a tuple needs one bool "
+                                 f"per layer ({self.num_hidden_layers}), got {layers!r}")
+        elif layers not in ("none", "all", "even"):
+            raise ValueError(f"{self.name}: sliding_window_layers must be 'none', 'all', 'even' "
+                             f"or one bool per layer, got {layers!r}")
         if (self.sliding_window_layers == "none") != (self.sliding_window is None):
             raise ValueError(f"{self.name}: give sliding_window together with sliding_window_layers "
                              f"('all' or 'even'), got {self.sliding_window!r} and "
                              f"{self.sliding_window_layers!r}")
-        if self.sliding_window is not None and self.sliding_window <= 0:
+        if self.sliding_window is not None and (isinstance(self.sliding_window, bool) or not
+                                                isinstance(self.sliding_window, int)
+                                                or self.sliding_window <= 0):
             raise ValueError(f"{self.name}: sliding_window must be positive, got {self.sliding_window}")
         if self.is_mla and (self.qk_rope_head_dim <= 0 or self.v_head_dim <= 0
                             or self.qk_nope_head_dim <= 0):
@@ -89,6 +110,18 @@ class ModelSpec:
                              "qk_rope_head_dim and v_head_dim")
         if self.kv_lora_rank < 0:
             raise ValueError(f"{self.name}: kv_lora_rank must be >= 0, got {self.kv_lora_rank}")
+
+    @classmethod
+    def from_hf_config(cls, config: dict | str | Path, name: str | None = None) -> "ModelSpec":
+        """Return the spec of a Hugging Face `config.json` (a dict, a file, or a folder holding one).
+
+        Reads the Llama, Mistral, Qwen2, Gemma-2, Phi-3, Mixtral and DeepSeek-V2/V3 field names
+        (and any config that uses the same keys): sliding windows from `sliding_window` with
+        `layer_types`, `use_sliding_window`/`max_window_layers` (Qwen2) or the family's pattern
+        (Gemma-2: even layers), MLA from `kv_lora_rank`, experts from `num_local_experts` or
+        `n_routed_experts`. A missing or malformed field raises ValueError naming it.
+        """
+        return _from_hf_config(config, name)
 
     @property
     def is_mla(self) -> bool:
@@ -110,6 +143,8 @@ class ModelSpec:
     def layer_windows(self) -> tuple[int | None, ...]:
         """Return each layer's attention window in tokens (None: the layer attends to everything)."""
         n = self.num_hidden_layers
+        if isinstance(self.sliding_window_layers, tuple):
+            return tuple(self.sliding_window if b else None for b in self.sliding_window_layers)
         if self.sliding_window_layers == "all":
             return (self.sliding_window,) * n
         if self.sliding_window_layers == "even":
@@ -176,6 +211,99 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     return total
 
 
+# ---------------------------------------------------------------------------------------------
+# Hugging Face config.json
+
+
+_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+             "vocab_size", "max_position_embeddings")
+
+
+def _load_config(config) -> tuple[dict, str]:
+    if isinstance(config, dict):
+        return config, "config dict"
+    if isinstance(config, (str, Path)):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise ValueError(f"config: no config.json at {str(path)!r}")
+        return json.loads(path.read_text()), str(path)
+    raise TypeError(f"config must be a config.json dict, a path to one, or its folder; "
+                    f"got {type(config).__name__}")
+
+
+def _int_field(cfg: dict, key: str, default=None, *, minimum: int = 1) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise ValueError(f"config.json: required field {key!r} is missing")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"config.json: {key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _window_layers(cfg: dict, kind: str, n_layers: int):
+    """Return (sliding_window, sliding_window_layers) from the config's window fields."""
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if types is not None:
+        if len(types) != n_layers:
+            raise ValueError(f"config.json: layer_types has {len(types)} entries for "
+                             f"{n_layers} layers")
+        flags = tuple(t == "sliding_attention" for t in types)
+    elif kind == "qwen2" or "use_sliding_window" in cfg:
+        first = cfg.get("max_window_layers", n_layers)  # HF Qwen2: layers >= max_window_layers
+        flags = tuple(bool(cfg.get("use_sliding_window")) and i >= first for i in range(n_layers))
+    elif kind == "gemma2":
+        flags = tuple(i % 2 == 0 for i in range(n_layers))   # is_sliding = not layer_idx % 2
+    else:
+        flags = (window is not None,) * n_layers
+    if window is None or not any(flags):
+        return None, "none"
+    window = _int_field(cfg, "sliding_window")
+    if all(flags):
+        return window, "all"
+    if flags == tuple(i % 2 == 0 for i in range(n_layers)):
+        return window, "even"
+    return window, flags
+
+
+def _from_hf_config(config, name: str | None) -> ModelSpec:
+    cfg, where = _load_config(config)
+    if "text_config" in cfg:                      # multimodal wrappers keep the LM inside
+        cfg = {**cfg["text_config"], "_name_or_path": cfg.get("_name_or_path")}
+    kind = str(cfg.get("model_type", "")).lower()
+    fields = {key: _int_field(cfg, key) for key in _REQUIRED}
+    heads = fields["num_attention_heads"]
+    mla = {key: _int_field(cfg, key, 0, minimum=0)
+           for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                       "v_head_dim")}
+    if mla["kv_lora_rank"]:
+        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    else:
+        head_dim = _int_field(cfg, "head_dim", fields["hidden_size"] // heads)
+    experts = _int_field(cfg, "n_routed_experts", cfg.get("num_local_experts", 0), minimum=0)
+    moe_width = _int_field(cfg, "moe_intermediate_size",
+                           fields["intermediate_size"] if experts else 0, minimum=0)
+    window, layers = _window_layers(cfg, kind, fields["num_hidden_layers"])
+    label = name or cfg.get("_name_or_path") or kind or "config"
+    return ModelSpec(
+        str(label), where, **fields,
+        num_key_value_heads=_int_field(cfg, "num_key_value_heads", heads), head_dim=head_dim,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "gemma2")),
+        attention_bias=bool(cfg.get("attention_bias", kind == "qwen2")),
+        norms_per_layer=4 if kind == "gemma2" else 2,
+        sliding_window=window, sliding_window_layers=layers,
+        n_routed_experts=experts,
+        num_experts_per_tok=_int_field(cfg, "num_experts_per_tok", 0, minimum=0) if experts else 0,
+        moe_intermediate_size=moe_width if experts else 0,
+        n_shared_experts=_int_field(cfg, "n_shared_experts", 0, minimum=0),
+        first_k_dense_replace=_int_field(cfg, "first_k_dense_replace", 0, minimum=0),
+        router_bias=cfg.get("topk_method") == "noaux_tc", **mla)
+
+
 def _hf(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
 
@@ -192,6 +320,7 @@ MODELS: dict[str, ModelSpec] = {
             published_params=6.74e9,
             params_source="model page, huggingface.co/meta-llama/Llama-2-7b-hf: 6.74B params "
                           "(the Llama 2 paper rounds it to 7B)",
+            chat_repo="meta-llama/Llama-2-7b-chat-hf",
         ),
         ModelSpec(
             "Llama-3.1-8B", _hf("meta-llama/Llama-3.1-8B"),
@@ -199,6 +328,7 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=128, intermediate_size=14336, vocab_size=128256,
             max_position_embeddings=131072,
             published_params=8e9, params_source=_LLAMA31_CARD + ": 8B",
+            chat_repo="meta-llama/Llama-3.1-8B-Instruct",
         ),
         ModelSpec(
             "Llama-3.1-70B", _hf("meta-llama/Llama-3.1-70B"),
@@ -206,6 +336,7 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=128, intermediate_size=28672, vocab_size=128256,
             max_position_embeddings=131072,
             published_params=70e9, params_source=_LLAMA31_CARD + ": 70B",
+            chat_repo="meta-llama/Llama-3.1-70B-Instruct",
         ),
         ModelSpec(
             "Llama-3.1-405B", _hf("meta-llama/Llama-3.1-405B"),
@@ -213,6 +344,7 @@ MODELS: dict[str, ModelSpec] = {
             num_key_value_heads=8, head_dim=128, intermediate_size=53248, vocab_size=128256,
             max_position_embeddings=131072,
             published_params=405e9, params_source=_LLAMA31_CARD + ": 405B",
+            chat_repo="meta-llama/Llama-3.1-405B-Instruct",
         ),
         ModelSpec(
             "Mistral-7B-v0.1", _hf("mistralai/Mistral-7B-v0.1"),
@@ -221,6 +353,7 @@ MODELS: dict[str, ModelSpec] = {
             sliding_window=4096, sliding_window_layers="all",
             published_params=7.3e9,
             params_source="Jiang et al. 2023 (Mistral 7B paper) and release post: 7.3B",
+            chat_repo="mistralai/Mistral-7B-Instruct-v0.1",
         ),
         ModelSpec(
             "Mixtral-8x7B", _hf("mistralai/Mixtral-8x7B-v0.1"),
@@ -229,6 +362,7 @@ MODELS: dict[str, ModelSpec] = {
             n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
             published_params=47e9,
             params_source="Jiang et al. 2024 (Mixtral of Experts paper): 47B total, 13B active",
+            chat_repo="mistralai/Mixtral-8x7B-Instruct-v0.1",
         ),
         ModelSpec(
             "Qwen2.5-7B", _hf("Qwen/Qwen2.5-7B"),
@@ -236,6 +370,7 @@ MODELS: dict[str, ModelSpec] = {
             head_dim=128, intermediate_size=18944, vocab_size=152064,
             max_position_embeddings=131072, attention_bias=True,
             published_params=7.61e9, params_source="model card, huggingface.co/Qwen/Qwen2.5-7B: 7.61B",
+            chat_repo="Qwen/Qwen2.5-7B-Instruct",
         ),
         ModelSpec(
             "Qwen2.5-14B", _hf("Qwen/Qwen2.5-14B"),
@@ -244,6 +379,7 @@ MODELS: dict[str, ModelSpec] = {
             max_position_embeddings=131072, attention_bias=True,
             published_params=14.7e9,
             params_source="model card, huggingface.co/Qwen/Qwen2.5-14B: 14.7B",
+            chat_repo="Qwen/Qwen2.5-14B-Instruct",
         ),
         ModelSpec(
             "Qwen2.5-72B", _hf("Qwen/Qwen2.5-72B"),
@@ -252,6 +388,7 @@ MODELS: dict[str, ModelSpec] = {
             max_position_embeddings=131072, attention_bias=True,
             published_params=72.7e9,
             params_source="model card, huggingface.co/Qwen/Qwen2.5-72B: 72.7B",
+            chat_repo="Qwen/Qwen2.5-72B-Instruct",
         ),
         ModelSpec(
             "Gemma-2-9B", _hf("google/gemma-2-9b"),
@@ -262,6 +399,7 @@ MODELS: dict[str, ModelSpec] = {
             published_params=9.24e9,
             params_source="Gemma Team 2024 (Gemma 2 paper), Table 2: 8,324,201,984 non-embedding "
                           "+ 917,504,000 embedding parameters",
+            chat_repo="google/gemma-2-9b-it",
         ),
         ModelSpec(
             "DeepSeek-V2-Lite", _hf("deepseek-ai/DeepSeek-V2-Lite"),
@@ -275,6 +413,7 @@ MODELS: dict[str, ModelSpec] = {
             published_params=15.7e9,
             params_source="DeepSeek-AI 2024 (DeepSeek-V2 paper), DeepSeek-V2-Lite: 15.7B total, "
                           "2.4B activated",
+            chat_repo="deepseek-ai/DeepSeek-V2-Lite-Chat",
         ),
         ModelSpec(
             "DeepSeek-V3", _hf("deepseek-ai/DeepSeek-V3"),
@@ -288,14 +427,52 @@ MODELS: dict[str, ModelSpec] = {
             published_params=671e9,
             params_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report): 671B total, 37B "
                           "activated (the 685B on the model page adds the 14B MTP module)",
+            chat_repo="deepseek-ai/DeepSeek-V3",
         ),
     ]
 }
 
 
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+def _aliases(spec: ModelSpec) -> set[str]:
+    """Return the names a preset answers to: its name and its base and chat repositories."""
+    repo = re.search(r"huggingface\.co/([^/]+/[^/]+)/", spec.source)
+    names = {spec.name}
+    for r in ([repo.group(1)] if repo else []) + ([spec.chat_repo] if spec.chat_repo else []):
+        names |= {r, r.split("/", 1)[1]}
+    return {_norm(n) for n in names}
+
+
 def model(name: str) -> ModelSpec:
-    """Return the preset called `name` (case-insensitive); ValueError lists the known ones."""
-    for key, value in MODELS.items():
-        if key.lower() == name.lower():
-            return value
-    raise ValueError(f"unknown model preset {name!r}; known presets: {', '.join(MODELS)}")
+    """Return the preset called `name`: its preset name or Hugging Face repository, base or chat
+    (case-insensitive; spaces and underscores read as hyphens), e.g. "llama-3.1-8b" or
+    "meta-llama/Llama-3.1-8B-Instruct". ValueError lists the known presets."""
+    if isinstance(name, dict):
+        raise TypeError("model() takes a preset name; for a config.json dict use "
+                        "ModelSpec.from_hf_config(config)")
+    if not isinstance(name, str):
+        raise TypeError(f"model name must be a str, got {type(name).__name__}")
+    key = _norm(name)
+    for spec in MODELS.values():
+        if key in _aliases(spec):
+            return spec
+    raise ValueError(f"unknown model preset {name!r}; known presets: {', '.join(MODELS)} "
+                     "(for another model: ModelSpec.from_hf_config(its config.json))")
+
+
+def as_spec(spec) -> ModelSpec:
+    """Return `spec` as a ModelSpec: a ModelSpec, or a preset name (see `model`).
+
+    A raw config.json dict is refused with a TypeError pointing to `ModelSpec.from_hf_config`.
+    """
+    if isinstance(spec, ModelSpec):
+        return spec
+    if isinstance(spec, str):
+        return model(spec)
+    if isinstance(spec, dict):
+        raise TypeError("a config.json dict is not a ModelSpec: convert it with "
+                        "ModelSpec.from_hf_config(config)")
+    raise TypeError(f"spec must be a ModelSpec or a preset name, got {type(spec).__name__}")

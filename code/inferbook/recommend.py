@@ -218,7 +218,7 @@ def memory(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, kv_dtyp
     reserve = int(g.hbm_bytes * reserve_fraction)
     weights = -(-weight_bytes_for(spec, weight_dtype) // (tp * pp))
     # kv_bytes_per_gpu handles GQA head splitting / replication and MLA (latent not split)
-    per_token = -(-sizing.kv_bytes_per_gpu(spec, 1, 1, kv_dtype, tp) // pp)
+    per_token = -(-sizing.kv_bytes_per_gpu(spec, tp, 1, 1, kv_dtype) // pp)
     return Memory(g.hbm_bytes, reserve, weights, per_token, g.hbm_bytes - reserve - weights)
 
 

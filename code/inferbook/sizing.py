@@ -23,16 +23,25 @@ Dtypes (`DTYPES`) and their stated overhead:
 
 Groups never span two cached vectors: each K or V head vector (or MLA latent) is its own row.
 
-Weights at a dtype: every parameter at that dtype, grouped the same way. Real quantized
-checkpoints keep embeddings and norms in 16 bits, so this slightly underestimates int4/int8/fp8.
+Weights at a dtype: every parameter at that dtype, grouped the same way, except that below 16
+bits the token embedding and the LM head stay at 16 bits, as fp8, AWQ and GPTQ checkpoints (and
+vLLM's online fp8) keep them (`weight_bytes`).
 
 Tensor parallelism over `n_gpus` (vLLM's layout): weights are split evenly; a GQA model's KV heads
 are split across GPUs (replicated once there are more GPUs than KV heads); an MLA latent is not
-split, every GPU holds the whole latent cache. `reserve_fraction` of each GPU's memory is kept back
-for activations, the CUDA context, CUDA graphs and allocator slack. It is an assumption, not a
-measurement; vLLM's default ``--gpu-memory-utilization`` (0.9; 0.92 in recent releases) keeps
-8-10 % back in the same spirit, and TensorRT-LLM's ``free_gpu_memory_fraction`` gives the cache
-0.9 of what is free after the weights.
+split, every GPU holds the whole latent cache. Pipeline parallelism over `pipeline_parallel`
+stages splits the layers: a GPU holds its stage's weights and its stage's layers' cache.
+
+The memory budget (`memory_budget`) is one model with two readings:
+
+* chapter 2's: `reserve_fraction` of each GPU's memory is kept back for everything that is not
+  weights or cache (activations, the CUDA context, CUDA graphs, allocator slack), an assumption;
+* vLLM's (`vllm_runtime_memory`, used by the recommender): vLLM 0.33.0 requests
+  ``ceil(total * gpu_memory_utilization)`` bytes (`v1/worker/utils.py::request_memory`) and gives
+  the KV cache what is left after the weights, the peak activations of a profiling forward pass,
+  the non-torch memory (NCCL, cuBLAS) and the CUDA-graph estimate
+  (`v1/worker/gpu_worker.py::Worker.determine_available_memory`). The three runtime terms are
+  estimated here, each stated, and vLLM measures them at start-up.
 """
 
 from __future__ import annotations
@@ -40,8 +49,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .hardware import GPU, gpu as _gpu_preset
-from .models import ModelSpec, model as _model_preset
+from .arith import ceil_div
+from .hardware import GPU, gpu as _gpu
+from .models import ModelSpec, as_spec as _spec
 
 
 @dataclass(frozen=True)
@@ -56,10 +66,10 @@ class DType:
 
     def vector_bytes(self, n_values: int) -> int:
         """Return the bytes of one vector of `n_values` values, its group metadata included."""
-        data = math.ceil(n_values * self.bits / 8)
+        data = ceil_div(n_values * self.bits, 8)
         if self.group_size is None:
             return data
-        return data + math.ceil(n_values / self.group_size) * self.group_overhead_bytes
+        return data + ceil_div(n_values, self.group_size) * self.group_overhead_bytes
 
     @property
     def bits_per_value(self) -> float:
@@ -84,33 +94,44 @@ DTYPES: dict[str, DType] = {
     ]
 }
 
+# Other spellings of the same formats (PyTorch, vLLM and Hugging Face names), lower-case.
+DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                 "half": "fp16", "fp8_e4m3": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
+
 DEFAULT_RESERVE_FRACTION = 0.10
 
 
 def get_dtype(name: str | DType) -> DType:
-    """Return the dtype called `name`; ValueError lists the known ones."""
+    """Return the dtype called `name` (case-insensitive, aliases in `DTYPE_ALIASES`)."""
     if isinstance(name, DType):
         return name
-    if name not in DTYPES:
+    if not isinstance(name, str):
+        raise TypeError(f"dtype must be a name like 'bf16', got {type(name).__name__}")
+    key = name.strip().lower()
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; known dtypes: {', '.join(DTYPES)}")
-    return DTYPES[name]
+    return DTYPES[key]
 
 
-_dtype = get_dtype  # the sizing functions' `dtype` argument shadows a public `dtype` name
-
-
-def _spec(spec: ModelSpec | str) -> ModelSpec:
-    return _model_preset(spec) if isinstance(spec, str) else spec
-
-
-def _gpu(g: GPU | str) -> GPU:
-    return _gpu_preset(g) if isinstance(g, str) else g
+_dtype = get_dtype  # the sizing functions' `kv_dtype` argument shadows a public `dtype` name
 
 
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        hint = (" (the GPU is the second argument of fits/max_batch/max_context, and "
+                "kv_bytes_per_gpu takes n_gpus second)" if isinstance(value, (str, GPU)) else "")
+        raise ValueError(f"{name} must be a positive integer (not a bool), got {value!r}{hint}")
     return value
+
+
+def _fraction(name: str, value, *, high_open: bool) -> float:
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (0 <= value < 1 if high_open else 0 < value <= 1))
+    if not ok:
+        rule = "[0, 1)" if high_open else "(0, 1]"
+        raise ValueError(f"{name} must be a finite number in {rule}, got {value!r}")
+    return float(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,18 +154,18 @@ def _layer_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
     return 2 * heads * dt.vector_bytes(s.head_dim)
 
 
-def kv_bytes_per_token_per_layer(spec: ModelSpec | str, dtype: str | DType = "bf16") -> int:
+def kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
     """Return the bytes one token adds to one layer's KV cache."""
-    return _layer_bytes(_spec(spec), _dtype(dtype))
+    return _layer_bytes(_spec(spec), _dtype(kv_dtype))
 
 
-def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, dtype: str | DType = "bf16") -> int:
+def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
     """Return what one layer would cache per token with full MHA (a K and V vector per query head).
 
     For MLA models these are the expanded keys (qk_nope + qk_rope wide) and values (v_head_dim)
     that attention actually uses; for the others, `head_dim`-wide K and V for every query head.
     """
-    s, dt = _spec(spec), _dtype(dtype)
+    s, dt = _spec(spec), _dtype(kv_dtype)
     if s.is_mla:
         k = dt.vector_bytes(s.qk_nope_head_dim + s.qk_rope_head_dim)
         v = dt.vector_bytes(s.v_head_dim)
@@ -152,43 +173,74 @@ def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, dtype: str | DType =
     return 2 * s.num_attention_heads * dt.vector_bytes(s.head_dim)
 
 
-def _cached_tokens(window: int | None, ctx_tokens: int) -> int:
-    return ctx_tokens if window is None else min(window, ctx_tokens)
+def _cached_tokens(window: int | None, ctx_tokens: int, window_extra_tokens: int = 0) -> int:
+    return ctx_tokens if window is None else min(window + window_extra_tokens, ctx_tokens)
+
+
+def _stage_windows(s: ModelSpec, pipeline_parallel: int) -> tuple[int | None, ...]:
+    """Return the layer windows of the pipeline stage with the most cached layers."""
+    windows = s.layer_windows
+    n, pp = len(windows), _positive_int("pipeline_parallel", pipeline_parallel)
+    if pp > n:
+        raise ValueError(f"pipeline_parallel ({pp}) cannot exceed the {n} layers of {s.name}")
+    cuts = [i * n // pp for i in range(pp + 1)]
+    stages = [windows[a:b] for a, b in zip(cuts, cuts[1:])]
+    return max(stages, key=lambda st: (len(st), sum(w is None for w in st)))
 
 
 def kv_bytes(spec: ModelSpec | str, ctx_tokens: int, batch: int = 1,
-             dtype: str | DType = "bf16") -> int:
+             kv_dtype: str | DType = "bf16") -> int:
     """Return the KV-cache bytes of `batch` sequences of `ctx_tokens` tokens, all layers.
 
     Sliding-window layers hold min(window, ctx_tokens) tokens.
     """
-    s, dt = _spec(spec), _dtype(dtype)
+    s, dt = _spec(spec), _dtype(kv_dtype)
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
-    per_layer = _layer_bytes(s, dt)
     tokens = sum(_cached_tokens(w, ctx_tokens) for w in s.layer_windows)
-    return batch * per_layer * tokens
+    return batch * _layer_bytes(s, dt) * tokens
 
 
-def kv_bytes_per_token(spec: ModelSpec | str, dtype: str | DType = "bf16",
+def kv_bytes_per_token(spec: ModelSpec | str, kv_dtype: str | DType = "bf16",
                        ctx_tokens: int | None = None) -> int:
     """Return the KV-cache bytes per token, summed over all layers.
 
     Without `ctx_tokens`: every layer stores the token (the cost of a token inside every window).
     With `ctx_tokens`: the average over a sequence of that length, sliding-window layers capped
-    at their window, i.e. ``ceil(kv_bytes(spec, ctx_tokens, 1, dtype) / ctx_tokens)``.
+    at their window, i.e. ``ceil(kv_bytes(spec, ctx_tokens, 1, kv_dtype) / ctx_tokens)``.
     """
-    s, dt = _spec(spec), _dtype(dtype)
+    s, dt = _spec(spec), _dtype(kv_dtype)
     if ctx_tokens is None:
         return s.num_hidden_layers * _layer_bytes(s, dt)
-    total = kv_bytes(s, ctx_tokens, 1, dt)
-    return -(-total // ctx_tokens)
+    return ceil_div(kv_bytes(s, ctx_tokens, 1, dt), ctx_tokens)
 
 
-def weight_bytes(spec: ModelSpec | str, dtype: str | DType = "bf16") -> int:
-    """Return the bytes of all parameters stored at `dtype` (group scales included)."""
-    s, dt = _spec(spec), _dtype(dtype)
-    return dt.vector_bytes(s.n_params)
+def embedding_params(spec: ModelSpec | str) -> int:
+    """Return the parameters of the token embedding and the LM head (one matrix if tied)."""
+    s = _spec(spec)
+    return s.vocab_size * s.hidden_size * (1 if s.tie_word_embeddings else 2)
+
+
+def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType = "bf16") -> int:
+    """Return the bytes of all parameters stored at `weight_dtype` (group scales included).
+
+    Below 16 bits the embedding and LM head stay at 16 bits (fp8, AWQ and GPTQ checkpoints and
+    vLLM's online fp8 quantize only the linear layers).
+    """
+    s, dt = _spec(spec), _dtype(weight_dtype)
+    if dt.bits >= 16:
+        return dt.vector_bytes(s.n_params)
+    emb = embedding_params(s)
+    return dt.vector_bytes(s.n_params - emb) + 2 * emb
+
+
+def weight_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int = 1,
+                         weight_dtype: str | DType = "bf16", *, pipeline_parallel: int = 1) -> int:
+    """Return the weight bytes on each GPU of `n_gpus`-way TP x `pipeline_parallel` stages
+    (an even split, rounded up)."""
+    _positive_int("n_gpus", n_gpus)
+    _positive_int("pipeline_parallel", pipeline_parallel)
+    return ceil_div(weight_bytes(spec, weight_dtype), n_gpus * pipeline_parallel)
 
 
 def with_kv_heads(spec: ModelSpec | str, num_key_value_heads: int) -> ModelSpec:
@@ -242,15 +294,146 @@ def kv_heads_per_gpu(spec: ModelSpec | str, n_gpus: int) -> int:
     return max(1, s.num_key_value_heads // n_gpus)
 
 
-def kv_bytes_per_gpu(spec: ModelSpec | str, ctx_tokens: int, batch: int = 1,
-                     dtype: str | DType = "bf16", n_gpus: int = 1) -> int:
-    """Return the KV-cache bytes each of `n_gpus` tensor-parallel GPUs holds."""
-    s, dt = _spec(spec), _dtype(dtype)
+def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch: int = 1,
+                     kv_dtype: str | DType = "bf16", *, pipeline_parallel: int = 1,
+                     window_extra_tokens: int = 0) -> int:
+    """Return the KV-cache bytes each GPU holds for `batch` sequences of `ctx_tokens` tokens
+    under `n_gpus`-way tensor parallelism (and `pipeline_parallel` stages: the fullest stage).
+
+    GQA heads are split (replicated once there are more GPUs than KV heads); an MLA latent is
+    not split. A sliding-window layer holds min(window + `window_extra_tokens`, ctx_tokens)
+    tokens; vLLM keeps the tokens still in flight besides the window (`extra` = its
+    `max_in_flight_tokens`, see `v1/kv_cache_interface.py::SlidingWindowSpec`).
+    """
+    s, dt = _spec(spec), _dtype(kv_dtype)
     heads = kv_heads_per_gpu(s, n_gpus)
-    per_layer = _layer_bytes(s, dt, kv_heads=heads if not s.is_mla else None)
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
-    return batch * per_layer * sum(_cached_tokens(w, ctx_tokens) for w in s.layer_windows)
+    if isinstance(window_extra_tokens, bool) or not isinstance(window_extra_tokens, int) \
+            or window_extra_tokens < 0:
+        raise ValueError(f"window_extra_tokens must be an integer >= 0, got {window_extra_tokens!r}")
+    per_layer = _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
+    tokens = sum(_cached_tokens(w, ctx_tokens, window_extra_tokens)
+                 for w in _stage_windows(s, pipeline_parallel))
+    return batch * per_layer * tokens
+
+
+def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
+                       ctx_tokens: int, kv_dtype: str | DType = "bf16", *,
+                       shared_prefix_tokens: int = 0, pipeline_parallel: int = 1,
+                       window_extra_tokens: int = 0) -> int:
+    """Return how many sequences of `ctx_tokens` tokens a per-GPU KV budget holds; 0 if none.
+
+    With prefix caching the first `shared_prefix_tokens` of every sequence are stored once in
+    the full-attention layers (a sliding-window layer drops them once they leave its window,
+    so there they are counted per sequence).
+    """
+    s = _spec(spec)
+    if isinstance(shared_prefix_tokens, bool) or not isinstance(shared_prefix_tokens, int) \
+            or not 0 <= shared_prefix_tokens < ctx_tokens:
+        raise ValueError(f"shared_prefix_tokens must be an integer in [0, ctx_tokens={ctx_tokens})"
+                         f", got {shared_prefix_tokens!r}")
+    whole = kv_bytes_per_gpu(s, n_gpus, ctx_tokens, 1, kv_dtype,
+                             pipeline_parallel=pipeline_parallel,
+                             window_extra_tokens=window_extra_tokens)
+    full_layers = sum(w is None for w in _stage_windows(s, pipeline_parallel))
+    per_layer = _layer_bytes(s, _dtype(kv_dtype),
+                             kv_heads=None if s.is_mla else kv_heads_per_gpu(s, n_gpus))
+    shared = shared_prefix_tokens * full_layers * per_layer
+    if kv_budget_bytes < whole:
+        return 0
+    return 1 + (kv_budget_bytes - whole) // (whole - shared)
+
+
+# ---------------------------------------------------------------------------------------------
+# the memory budget
+
+
+@dataclass(frozen=True)
+class RuntimeMemory:
+    """Per-GPU memory an engine takes besides weights and KV cache, as estimated, with how."""
+
+    activation_bytes: int     # peak of the profiling forward pass (and sampler)
+    cuda_graph_bytes: int
+    non_torch_bytes: int      # NCCL, cuBLAS workspaces: memory torch does not allocate
+    how: str
+
+    @property
+    def total_bytes(self) -> int:
+        """Return the three terms together."""
+        return self.activation_bytes + self.cuda_graph_bytes + self.non_torch_bytes
+
+
+NO_RUNTIME = RuntimeMemory(0, 0, 0, "folded into the reserve fraction")
+
+GiB = 2**30
+# Assumptions, not measurements: vLLM measures both at start-up and logs them.
+ASSUMED_CUDA_GRAPH_BYTES = GiB // 2
+ASSUMED_NON_TORCH_BYTES = {1: GiB // 4, "tp": GiB}   # one GPU; with NCCL and all-reduce buffers
+
+
+def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batched_tokens: int,
+                        max_num_seqs: int, cuda_graphs: bool = True) -> RuntimeMemory:
+    """Return this book's estimate of what vLLM 0.33.0 subtracts besides weights, per GPU.
+
+    Activations: vLLM profiles one forward pass over `max_num_batched_tokens` tokens and a
+    sampler pass over `max_num_seqs` rows (`GPUModelRunner.profile_run`). Estimated as two
+    16-bit hidden-state copies plus the larger of the MLP (gate/up and activation output, MoE:
+    for each of the token's experts) and attention (q, k, v) intermediates, sharded by TP,
+    plus float32 logits and probabilities over the whole vocabulary for each sampled row.
+    CUDA graphs and non-torch memory: stated assumptions (`ASSUMED_*`).
+    """
+    s = _spec(spec)
+    _positive_int("n_gpus", n_gpus)
+    tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    rows = _positive_int("max_num_seqs", max_num_seqs)
+    if s.is_moe:
+        mlp = tokens * s.num_experts_per_tok * 3 * s.moe_intermediate_size
+        mlp = max(mlp, tokens * 3 * s.intermediate_size) if s.first_k_dense_replace else mlp
+    else:
+        mlp = tokens * 3 * s.intermediate_size
+    attn = tokens * s.num_attention_heads * (3 * s.head_dim if not s.is_mla
+                                             else s.head_dim + s.v_head_dim)
+    activations = 2 * (2 * tokens * s.hidden_size + ceil_div(max(mlp, attn), n_gpus))
+    sampler = 2 * 4 * rows * s.vocab_size
+    non_torch = ASSUMED_NON_TORCH_BYTES[1 if n_gpus == 1 else "tp"]
+    graphs = ASSUMED_CUDA_GRAPH_BYTES if cuda_graphs else 0
+    how = (f"activations: forward pass over {tokens:,} tokens + sampler over {rows:,} rows "
+           f"(estimated); CUDA graphs {graphs / GiB:.2f} GiB and non-torch "
+           f"{non_torch / GiB:.2f} GiB (assumed; vLLM measures them at start-up)")
+    return RuntimeMemory(activations + sampler, graphs, non_torch, how)
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """One GPU's memory: what the engine may use, what it spends, and what the KV cache gets."""
+
+    gpu_bytes: int
+    usable_bytes: int          # ceil(total x gpu_memory_utilization)
+    weight_bytes: int
+    runtime: RuntimeMemory
+
+    @property
+    def reserve_bytes(self) -> int:
+        """Return the memory left outside the engine's request."""
+        return self.gpu_bytes - self.usable_bytes
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        """Return what is left for the KV cache (negative: short by that much)."""
+        return self.usable_bytes - self.weight_bytes - self.runtime.total_bytes
+
+
+def memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1,
+                  weight_dtype: str | DType = "bf16", *,
+                  gpu_memory_utilization: float = 1 - DEFAULT_RESERVE_FRACTION,
+                  runtime: RuntimeMemory = NO_RUNTIME, pipeline_parallel: int = 1) -> MemoryBudget:
+    """Return one GPU's budget: ceil(total x utilization) - weights - runtime terms = KV budget."""
+    g = _gpu(gpu)
+    util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
+    usable = math.ceil(round(g.hbm_bytes * util, 6))
+    weights = weight_bytes_per_gpu(spec, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
+    return MemoryBudget(g.hbm_bytes, usable, weights, runtime)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,7 +442,7 @@ def kv_bytes_per_gpu(spec: ModelSpec | str, ctx_tokens: int, batch: int = 1,
 
 @dataclass(frozen=True)
 class FitReport:
-    """Memory per GPU for one deployment: reserve + weights + KV cache against the GPU's memory."""
+    """Memory per GPU for one deployment: reserve + runtime + weights + KV against the GPU."""
 
     model: str
     gpu: str
@@ -276,12 +459,14 @@ class FitReport:
     weight_bytes_total: int
     kv_bytes_total: int
     ctx_within_model_limit: bool   # ctx_tokens <= the model's max_position_embeddings
-    fits: bool                     # reserve + weights + KV <= memory, on every GPU
+    fits: bool                     # reserve + runtime + weights + KV <= memory, on every GPU
+    runtime_bytes_per_gpu: int = 0
 
     @property
     def used_bytes_per_gpu(self) -> int:
-        """Return reserve + weights + KV on one GPU."""
-        return self.reserve_bytes_per_gpu + self.weight_bytes_per_gpu + self.kv_bytes_per_gpu
+        """Return reserve + runtime + weights + KV on one GPU."""
+        return (self.reserve_bytes_per_gpu + self.runtime_bytes_per_gpu
+                + self.weight_bytes_per_gpu + self.kv_bytes_per_gpu)
 
     @property
     def free_bytes_per_gpu(self) -> int:
@@ -292,78 +477,69 @@ class FitReport:
         gb = 1e9
         verdict = "fits" if self.fits else "does NOT fit"
         limit = "" if self.ctx_within_model_limit else " (context exceeds the model's limit!)"
+        runtime = (f" + runtime {self.runtime_bytes_per_gpu / gb:.2f} GB"
+                   if self.runtime_bytes_per_gpu else "")
         return (
             f"{self.model} on {self.n_gpus}x {self.gpu}, {self.batch} x {self.ctx_tokens} tokens"
             f"{limit}: {verdict}. Per GPU: weights {self.weight_bytes_per_gpu / gb:.2f} GB "
             f"({self.weight_dtype}) + KV {self.kv_bytes_per_gpu / gb:.2f} GB ({self.kv_dtype}) + "
-            f"reserve {self.reserve_bytes_per_gpu / gb:.2f} GB = {self.used_bytes_per_gpu / gb:.2f}"
-            f" of {self.memory_bytes_per_gpu / gb:.2f} GB"
+            f"reserve {self.reserve_bytes_per_gpu / gb:.2f} GB{runtime} = "
+            f"{self.used_bytes_per_gpu / gb:.2f} of {self.memory_bytes_per_gpu / gb:.2f} GB"
         )
 
 
-def _check_reserve(reserve_fraction: float) -> float:
-    if not (isinstance(reserve_fraction, (int, float)) and 0 <= reserve_fraction < 1):
-        raise ValueError(f"reserve_fraction must be in [0, 1), got {reserve_fraction!r}")
-    return float(reserve_fraction)
-
-
-def _budget(g: GPU, n_gpus: int, s: ModelSpec, weight_dtype, reserve_fraction) -> tuple[int, int, int]:
-    """Return (reserve, weights, bytes left for KV) per GPU."""
-    reserve = int(g.hbm_bytes * _check_reserve(reserve_fraction))
-    weights = -(-weight_bytes(s, weight_dtype) // n_gpus)
-    return reserve, weights, g.hbm_bytes - reserve - weights
+def _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime) -> MemoryBudget:
+    problem = tp_problem(s, n_gpus)
+    if problem:
+        raise ValueError(problem)
+    reserve = _fraction("reserve_fraction", reserve_fraction, high_open=True)
+    return memory_budget(s, g, n_gpus, weight_dtype, gpu_memory_utilization=1 - reserve,
+                         runtime=runtime)
 
 
 def fits(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, ctx_tokens: int = 4096,
          batch: int = 1, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
-         reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> FitReport:
+         reserve_fraction: float = DEFAULT_RESERVE_FRACTION, *,
+         runtime: RuntimeMemory = NO_RUNTIME) -> FitReport:
     """Return the per-GPU memory breakdown of serving `batch` sequences of `ctx_tokens` tokens
     with `n_gpus`-way tensor parallelism, and whether it fits."""
     s, g = _spec(spec), _gpu(gpu)
-    problem = tp_problem(s, n_gpus)
-    if problem:
-        raise ValueError(problem)
-    reserve, weights, _ = _budget(g, n_gpus, s, weight_dtype, reserve_fraction)
-    kv = kv_bytes_per_gpu(s, ctx_tokens, batch, kv_dtype, n_gpus)
+    budget = _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime)
+    kv = kv_bytes_per_gpu(s, n_gpus, ctx_tokens, batch, kv_dtype)
     return FitReport(
         model=s.name, gpu=g.name, n_gpus=n_gpus, ctx_tokens=ctx_tokens, batch=batch,
         kv_dtype=_dtype(kv_dtype).name, weight_dtype=_dtype(weight_dtype).name,
         reserve_fraction=float(reserve_fraction), memory_bytes_per_gpu=g.hbm_bytes,
-        reserve_bytes_per_gpu=reserve, weight_bytes_per_gpu=weights, kv_bytes_per_gpu=kv,
-        weight_bytes_total=weight_bytes(s, weight_dtype),
+        reserve_bytes_per_gpu=budget.reserve_bytes, weight_bytes_per_gpu=budget.weight_bytes,
+        kv_bytes_per_gpu=kv, weight_bytes_total=weight_bytes(s, weight_dtype),
         kv_bytes_total=kv_bytes(s, ctx_tokens, batch, kv_dtype),
         ctx_within_model_limit=ctx_tokens <= s.max_position_embeddings,
-        fits=reserve + weights + kv <= g.hbm_bytes,
+        fits=kv <= budget.kv_budget_bytes, runtime_bytes_per_gpu=runtime.total_bytes,
     )
 
 
 def max_batch(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, ctx_tokens: int = 4096,
               kv_dtype: str = "bf16", weight_dtype: str = "bf16",
-              reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> int:
+              reserve_fraction: float = DEFAULT_RESERVE_FRACTION, *,
+              runtime: RuntimeMemory = NO_RUNTIME) -> int:
     """Return how many sequences of `ctx_tokens` tokens fit at once (0: not even one)."""
     s, g = _spec(spec), _gpu(gpu)
-    problem = tp_problem(s, n_gpus)
-    if problem:
-        raise ValueError(problem)
-    _, _, left = _budget(g, n_gpus, s, weight_dtype, reserve_fraction)
-    per_sequence = kv_bytes_per_gpu(s, ctx_tokens, 1, kv_dtype, n_gpus)
-    return max(0, left // per_sequence)
+    budget = _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime)
+    return sequences_that_fit(budget.kv_budget_bytes, s, n_gpus, ctx_tokens, kv_dtype)
 
 
 def max_context(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, batch: int = 1,
                 kv_dtype: str = "bf16", weight_dtype: str = "bf16",
-                reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> int:
+                reserve_fraction: float = DEFAULT_RESERVE_FRACTION, *,
+                runtime: RuntimeMemory = NO_RUNTIME) -> int:
     """Return the longest context (<= the model's max_position_embeddings) at which `batch`
     sequences fit (0: not even one token each)."""
     s, g = _spec(spec), _gpu(gpu)
-    problem = tp_problem(s, n_gpus)
-    if problem:
-        raise ValueError(problem)
     _positive_int("batch", batch)
-    _, _, left = _budget(g, n_gpus, s, weight_dtype, reserve_fraction)
+    left = _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime).kv_budget_bytes
 
     def ok(ctx: int) -> bool:
-        return kv_bytes_per_gpu(s, ctx, batch, kv_dtype, n_gpus) <= left
+        return kv_bytes_per_gpu(s, n_gpus, ctx, batch, kv_dtype) <= left
 
     lo, hi = 0, s.max_position_embeddings     # KV bytes never fall as ctx grows: bisect
     if ok(hi):
