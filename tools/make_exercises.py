@@ -1,0 +1,163 @@
+"""Generate the exercise notebooks from the solutions: same cells, answers blanked, no outputs.
+
+    python tools/make_exercises.py            # rewrite notebooks/exercises/*.ipynb
+    python tools/make_exercises.py --check    # exit 1 if a committed exercise differs
+
+An answer cell is a code cell with the tag `answer`; its cell id names it (e.g. `counts`). In an
+answer cell every function keeps its decorators, signature and docstring and gets the body
+`raise NotImplementedError("your answer here")`; a method whose `def` line ends with `# given`
+stays as written; a class keeps its other statements; a top-level assignment becomes `name = None`;
+imports stay; anything else (prints, calls) goes. The title "Solution to Exercise N.k — …" becomes
+"Exercise N.k — …", cells tagged `solution-only` are dropped, and outputs are cleared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "notebooks" / "solutions"
+EXERCISES = ROOT / "notebooks" / "exercises"
+STUB = 'raise NotImplementedError("your answer here")'
+SOLUTION_TITLE = "# Solution to Exercise "
+
+
+def _header_end(lines: list[str], node: ast.AST) -> int:
+    """Index of the line that ends the `def ...:` / `class ...:` header of `node`."""
+    for i in range(node.lineno - 1, node.body[0].lineno):
+        code = lines[i].split("#")[0].rstrip()
+        if code.endswith(":"):
+            return i
+    return node.body[0].lineno - 2
+
+
+def _docstring_end(node: ast.AST) -> int | None:
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+            and isinstance(first.value.value, str):
+        return first.end_lineno - 1
+    return None
+
+
+def _start(node: ast.AST) -> int:
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno] + [d.lineno for d in decorators]) - 1
+
+
+def _blank_function(lines: list[str], node: ast.AST) -> list[str]:
+    start, head = _start(node), _header_end(lines, node)
+    if lines[node.lineno - 1].rstrip().endswith("# given"):
+        return lines[start:node.end_lineno]
+    out = lines[start:head + 1]
+    doc = _docstring_end(node)
+    if doc is not None:
+        out += lines[node.body[0].lineno - 1:doc + 1]
+    indent = " " * (node.body[0].col_offset)
+    return out + [indent + STUB]
+
+
+def _blank_class(lines: list[str], node: ast.ClassDef) -> list[str]:
+    start, head = _start(node), _header_end(lines, node)
+    out = lines[start:head + 1]
+    body = node.body
+    doc = _docstring_end(node)
+    if doc is not None:
+        out += lines[body[0].lineno - 1:doc + 1]
+        body = body[1:]
+    for i, stmt in enumerate(body):
+        if out and (i or doc is not None) and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append("")
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += _blank_function(lines, stmt)
+        else:
+            out += lines[_start(stmt):stmt.end_lineno]
+    return out
+
+
+def blank_answer(source: str) -> str:
+    """The stub handed out for the answer `source` (see the module docstring)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    if not tree.body:
+        return source
+    out = [ln for ln in lines[:_start(tree.body[0])] if ln.strip()]   # leading comments
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            piece = _blank_function(lines, node)
+        elif isinstance(node, ast.ClassDef):
+            piece = _blank_class(lines, node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            piece = lines[node.lineno - 1:node.end_lineno]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            piece = [" = ".join(ast.get_source_segment(source, t) for t in targets) + " = None"]
+        else:
+            continue
+        if i and isinstance(node, (ast.FunctionDef, ast.ClassDef)) and out:
+            out.append("")
+        out += piece
+    return "\n".join(out)
+
+
+def _source(cell: dict) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def _split(text: str) -> list[str]:
+    return text.splitlines(True)
+
+
+def make_exercise(solution: dict) -> dict:
+    """The exercise notebook generated from a solution notebook (JSON dicts, nbformat 4)."""
+    nb = copy.deepcopy(solution)
+    cells = []
+    for cell in nb["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "solution-only" in tags:
+            continue
+        if cell["cell_type"] == "markdown" and _source(cell).startswith(SOLUTION_TITLE):
+            cell["source"] = _split("# Exercise " + _source(cell)[len(SOLUTION_TITLE):])
+        if cell["cell_type"] == "code":
+            if "answer" in tags:
+                cell["source"] = _split(blank_answer(_source(cell)))
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        cells.append(cell)
+    nb["cells"] = cells
+    return nb
+
+
+def dumps(nb: dict) -> str:
+    """Serialise like nbformat.write (indent 1, sorted keys, trailing newline)."""
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def expected_exercises() -> dict[Path, str]:
+    return {EXERCISES / p.name: dumps(make_exercise(json.loads(p.read_text(encoding="utf-8"))))
+            for p in sorted(SOLUTIONS.glob("*.ipynb"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in expected_exercises().items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print("out of date (run tools/make_exercises.py):", *[str(p.relative_to(ROOT)) for p in stale])
+        return 1
+    print(("checked " if args.check else "wrote ") + f"{len(expected_exercises())} exercises")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
