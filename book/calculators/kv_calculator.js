@@ -1,0 +1,261 @@
+/* KV-cache calculator: model, context, batch, KV dtype, GPU -> bytes, fits, max batch, TP degree.
+ *
+ * Self-contained (no library, no network): include presets.js (window.INFERBOOK_PRESETS, written
+ * from the inferbook package by tools/export_presets.py), this file and calculators.css, then put
+ *   <div data-inferbook-calc="kv-cache"></div>
+ * anywhere in the page (optional defaults: data-model, data-gpu, data-n-gpus, data-ctx,
+ * data-batch, data-kv-dtype, data-weight-dtype). Works from file:// and from any HTML engine.
+ *
+ * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, fits, max_batch,
+ * max_context, min_tp_degree, tp_problem); tests/test_book.py compares the two on a grid.
+ */
+(function () {
+  "use strict";
+
+  // --- inferbook.sizing, in JavaScript -------------------------------------------------------
+  function vectorBytes(dt, nValues) {          // DType.vector_bytes
+    var data = Math.ceil(nValues * dt.bits / 8);
+    if (dt.group_size === null) return data;
+    return data + Math.ceil(nValues / dt.group_size) * dt.group_overhead_bytes;
+  }
+
+  function layerBytes(m, dt, kvHeads) {        // one token, one layer, one GPU holding kvHeads
+    if (m.is_mla) return vectorBytes(dt, m.kv_lora_rank) + vectorBytes(dt, m.qk_rope_head_dim);
+    var heads = kvHeads === undefined ? m.num_key_value_heads : kvHeads;
+    return 2 * heads * vectorBytes(dt, m.head_dim);
+  }
+
+  function cachedTokens(m, ctx) {              // sum over layers of min(window, ctx)
+    var total = 0;
+    m.layer_windows.forEach(function (wn) {
+      total += wn[1] * (wn[0] === null ? ctx : Math.min(wn[0], ctx));
+    });
+    return total;
+  }
+
+  function tpProblem(m, name, n) {             // sizing.tp_problem: null when n-way TP works
+    if (m.num_attention_heads % n) {
+      return name + ": " + m.num_attention_heads + " attention heads cannot be split over " +
+        n + " GPUs";
+    }
+    var kv = m.num_key_value_heads;
+    if (!m.is_mla && (kv % n) && (n % kv)) {
+      return name + ": " + kv + " KV heads can be neither split over nor replicated onto " +
+        n + " GPUs";
+    }
+    return null;
+  }
+
+  function kvHeadsPerGpu(m, n) { return m.is_mla ? 0 : Math.max(1, Math.floor(m.num_key_value_heads / n)); }
+
+  function kvBytesPerGpu(m, dt, ctx, batch, n) {
+    var per = m.is_mla ? layerBytes(m, dt) : layerBytes(m, dt, kvHeadsPerGpu(m, n));
+    return batch * per * cachedTokens(m, ctx);
+  }
+
+  function kvBytes(m, dt, ctx, batch) { return batch * layerBytes(m, dt) * cachedTokens(m, ctx); }
+
+  function kvBytesPerToken(m, dt) { return m.num_hidden_layers * layerBytes(m, dt); }
+
+  function weightBytes(m, dt) { return vectorBytes(dt, m.n_params); }
+
+  function budget(g, n, m, wdt, reserveFraction) {
+    var reserve = Math.floor(g.hbm_bytes * reserveFraction);
+    var weights = Math.ceil(weightBytes(m, wdt) / n);
+    return {reserve: reserve, weights: weights, left: g.hbm_bytes - reserve - weights};
+  }
+
+  function floorDiv(a, b) {                    // exact floor(a / b) for non-negative integers
+    var q = Math.floor(a / b);
+    while (q * b > a) q -= 1;
+    while ((q + 1) * b <= a) q += 1;
+    return q;
+  }
+
+  function size(P, q) {
+    // q: {model, gpu, n_gpus, ctx_tokens, batch, kv_dtype, weight_dtype, reserve_fraction}
+    var m = P.models[q.model], g = P.gpus[q.gpu];
+    var kdt = P.dtypes[q.kv_dtype], wdt = P.dtypes[q.weight_dtype];
+    var out = {
+      kv_bytes_per_token: kvBytesPerToken(m, kdt),
+      kv_bytes_total: kvBytes(m, kdt, q.ctx_tokens, q.batch),
+      weight_bytes_total: weightBytes(m, wdt),
+      ctx_within_model_limit: q.ctx_tokens <= m.max_position_embeddings,
+      memory_bytes_per_gpu: g.hbm_bytes,
+      attention: m.attention,
+      valid_tp_degrees: [],
+      min_tp_degree: null
+    };
+    for (var n = 1; n <= P.max_tp_degree; n++) {
+      if (tpProblem(m, q.model, n) !== null) continue;
+      out.valid_tp_degrees.push(n);
+      var b = budget(g, n, m, wdt, q.reserve_fraction);
+      if (out.min_tp_degree === null &&
+          b.reserve + b.weights + kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, n) <= g.hbm_bytes) {
+        out.min_tp_degree = n;
+      }
+    }
+    out.tp_problem = tpProblem(m, q.model, q.n_gpus);
+    if (out.tp_problem !== null) return out;
+    var bud = budget(g, q.n_gpus, m, wdt, q.reserve_fraction);
+    out.reserve_bytes_per_gpu = bud.reserve;
+    out.weight_bytes_per_gpu = bud.weights;
+    out.kv_bytes_per_gpu = kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, q.n_gpus);
+    out.used_bytes_per_gpu = bud.reserve + bud.weights + out.kv_bytes_per_gpu;
+    out.fits = out.used_bytes_per_gpu <= g.hbm_bytes;
+    var perSeq = kvBytesPerGpu(m, kdt, q.ctx_tokens, 1, q.n_gpus);
+    out.max_batch = Math.max(0, bud.left < 0 ? 0 : floorDiv(bud.left, perSeq));
+    // max_context: bisect on the per-GPU KV bytes of `batch` sequences (never falls with ctx)
+    var ok = function (ctx) { return kvBytesPerGpu(m, kdt, ctx, q.batch, q.n_gpus) <= bud.left; };
+    var lo = 0, hi = m.max_position_embeddings;
+    if (ok(hi)) { lo = hi; } else {
+      while (hi - lo > 1) { var mid = Math.floor((lo + hi) / 2); if (ok(mid)) lo = mid; else hi = mid; }
+    }
+    out.max_context = lo;
+    return out;
+  }
+
+  // --- the page --------------------------------------------------------------------------------
+  function gb(x) { return (x / 1e9).toFixed(2) + " GB"; }
+  function int(x) { return x.toLocaleString("en-US"); }
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    (children || []).forEach(function (c) { e.append(c); });
+    return e;
+  }
+
+  function select(name, label, options, value) {
+    var s = el("select", {name: name});
+    options.forEach(function (o) {
+      var opt = el("option", {value: String(o)}, [String(o)]);
+      if (String(o) === String(value)) opt.selected = true;
+      s.append(opt);
+    });
+    return el("label", {}, [el("span", {}, [label]), s]);
+  }
+
+  function number(name, label, value, min, max, step) {
+    return el("label", {}, [el("span", {}, [label]),
+      el("input", {name: name, type: "number", value: String(value), min: String(min),
+                   max: String(max), step: String(step)})]);
+  }
+
+  function row(key, label) {
+    return el("div", {class: "ib-row"}, [el("span", {class: "ib-label"}, [label]),
+      el("output", {"data-key": key, class: "ib-value"})]);
+  }
+
+  function mount(root, P) {
+    var d = root.dataset;
+    var models = Object.keys(P.models), gpus = Object.keys(P.gpus), dtypes = Object.keys(P.dtypes);
+    var form = el("form", {class: "ib-inputs", onsubmit: "return false"}, [
+      select("model", "model", models, d.model || "Llama-3.1-70B"),
+      select("gpu", "GPU", gpus, d.gpu || "H100 SXM"),
+      select("n_gpus", "GPUs (tensor parallel)", [1, 2, 3, 4, 5, 6, 7, 8].slice(0, P.max_tp_degree), d.nGpus || 4),
+      number("ctx_tokens", "context (tokens)", d.ctx || 32768, 1, 1048576, 1),
+      number("batch", "batch (sequences)", d.batch || 8, 1, 65536, 1),
+      select("kv_dtype", "KV dtype", dtypes, d.kvDtype || "bf16"),
+      select("weight_dtype", "weight dtype", dtypes, d.weightDtype || "bf16"),
+      number("reserve_fraction", "reserve fraction", d.reserve || P.default_reserve_fraction, 0, 0.99, 0.01)
+    ]);
+    var bar = el("div", {class: "ib-bar", role: "img"}, [
+      el("span", {class: "ib-bar-reserve"}), el("span", {class: "ib-bar-weights"}),
+      el("span", {class: "ib-bar-kv"})]);
+    var results = el("div", {class: "ib-results", "aria-live": "polite"}, [
+      el("p", {class: "ib-verdict", "data-key": "verdict"}),
+      bar,
+      el("p", {class: "ib-legend"}, [el("span", {class: "ib-key ib-bar-reserve"}), " reserve ",
+        el("span", {class: "ib-key ib-bar-weights"}), " weights ",
+        el("span", {class: "ib-key ib-bar-kv"}), " KV cache (per GPU)"]),
+      row("kv_bytes_per_token", "KV cache per token (all layers)"),
+      row("kv_bytes_total", "KV cache, whole batch (all GPUs)"),
+      row("kv_bytes_per_gpu", "KV cache per GPU"),
+      row("weight_bytes_per_gpu", "weights per GPU"),
+      row("reserve_bytes_per_gpu", "reserve per GPU"),
+      row("used_bytes_per_gpu", "used per GPU"),
+      row("max_batch", "max sequences at this context"),
+      row("max_context", "max context at this batch"),
+      row("min_tp_degree", "fewest GPUs that fit (tensor parallel)")
+    ]);
+    root.classList.add("ib-calc");
+    root.replaceChildren(el("p", {class: "ib-title"}, ["KV-cache calculator ",
+      el("span", {class: "ib-static-note"}, ["runs in your browser, no kernel needed"])]), form, results);
+
+    function read() {
+      var f = form.elements;
+      return {
+        model: f.model.value, gpu: f.gpu.value, n_gpus: parseInt(f.n_gpus.value, 10),
+        ctx_tokens: Math.max(1, parseInt(f.ctx_tokens.value, 10) || 1),
+        batch: Math.max(1, parseInt(f.batch.value, 10) || 1),
+        kv_dtype: f.kv_dtype.value, weight_dtype: f.weight_dtype.value,
+        reserve_fraction: Math.min(0.99, Math.max(0, parseFloat(f.reserve_fraction.value) || 0))
+      };
+    }
+
+    function put(key, text, value) {
+      var o = results.querySelector('[data-key="' + key + '"]');
+      o.textContent = text;
+      o.dataset.value = value === undefined ? "" : String(value);
+    }
+
+    function update() {
+      var q = read(), r = size(P, q);
+      root.dataset.state = JSON.stringify(q);
+      put("kv_bytes_per_token", int(r.kv_bytes_per_token) + " B (" + r.attention + ", " + q.kv_dtype + ")",
+          r.kv_bytes_per_token);
+      put("kv_bytes_total", gb(r.kv_bytes_total), r.kv_bytes_total);
+      put("min_tp_degree", r.min_tp_degree === null ? "more than " + P.max_tp_degree : String(r.min_tp_degree),
+          r.min_tp_degree === null ? "none" : r.min_tp_degree);
+      var keys = ["kv_bytes_per_gpu", "weight_bytes_per_gpu", "reserve_bytes_per_gpu", "used_bytes_per_gpu",
+                  "max_batch", "max_context"];
+      var verdict = results.querySelector('[data-key="verdict"]');
+      if (r.tp_problem !== null) {
+        keys.forEach(function (k) { put(k, "—", "invalid"); });
+        verdict.textContent = "Invalid: " + r.tp_problem + ". Valid degrees: " + r.valid_tp_degrees.join(", ") + ".";
+        verdict.dataset.value = "invalid";
+        verdict.className = "ib-verdict ib-bad";
+        bar.hidden = true;
+        return;
+      }
+      bar.hidden = false;
+      put("kv_bytes_per_gpu", gb(r.kv_bytes_per_gpu), r.kv_bytes_per_gpu);
+      put("weight_bytes_per_gpu", gb(r.weight_bytes_per_gpu) + " (" + q.weight_dtype + ")", r.weight_bytes_per_gpu);
+      put("reserve_bytes_per_gpu", gb(r.reserve_bytes_per_gpu), r.reserve_bytes_per_gpu);
+      put("used_bytes_per_gpu", gb(r.used_bytes_per_gpu) + " of " + gb(r.memory_bytes_per_gpu), r.used_bytes_per_gpu);
+      put("max_batch", int(r.max_batch), r.max_batch);
+      put("max_context", int(r.max_context) + " tokens (model limit " +
+          int(P.models[q.model].max_position_embeddings) + ")", r.max_context);
+      verdict.textContent = (r.fits ? "Fits: " : "Does not fit: ") + q.batch + " × " + int(q.ctx_tokens) +
+        " tokens of " + q.model + " on " + q.n_gpus + "× " + q.gpu +
+        (r.ctx_within_model_limit ? "." : " (the context exceeds the model's limit!).");
+      verdict.dataset.value = r.fits ? "fits" : "does-not-fit";
+      verdict.className = "ib-verdict " + (r.fits ? "ib-good" : "ib-bad");
+      var total = Math.max(r.memory_bytes_per_gpu, r.used_bytes_per_gpu);
+      var parts = [r.reserve_bytes_per_gpu, r.weight_bytes_per_gpu, r.kv_bytes_per_gpu];
+      Array.prototype.forEach.call(bar.children, function (s, i) {
+        s.style.width = (100 * parts[i] / total).toFixed(2) + "%";
+      });
+      bar.style.setProperty("--ib-capacity", (100 * r.memory_bytes_per_gpu / total).toFixed(2) + "%");
+      bar.setAttribute("aria-label", "memory per GPU: " + gb(r.used_bytes_per_gpu) + " used of " +
+                       gb(r.memory_bytes_per_gpu));
+    }
+
+    form.addEventListener("input", update);
+    form.addEventListener("change", update);
+    update();
+  }
+
+  window.InferbookSizing = {size: size, tpProblem: tpProblem, vectorBytes: vectorBytes};
+
+  function start() {
+    var P = window.INFERBOOK_PRESETS;
+    document.querySelectorAll('[data-inferbook-calc="kv-cache"]').forEach(function (root) {
+      if (!P) { root.textContent = "The calculator's presets (presets.js) did not load."; return; }
+      mount(root, P);
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,83 @@
+"""Write the presets the book's static calculators read: models, KV dtypes and GPUs, as JSON.
+
+The rendered book has no kernel, so its calculators (book/calculators/*.js) compute in the
+browser from this file. It holds only *inputs* (the presets' published fields); the formulas
+live in the JS and are checked against `inferbook.sizing` / `inferbook.roofline` by
+tests/test_book.py, so the two cannot drift apart.
+
+    .venv/bin/python tools/export_presets.py out.json       # JSON
+    .venv/bin/python tools/export_presets.py out.js --js    # window.INFERBOOK_PRESETS = {...};
+
+The book's Sphinx extension (book/_ext/inferbook_sphinx.py) calls `presets()` at every build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import inferbook
+from inferbook import sizing
+from inferbook.hardware import GPUS
+from inferbook.models import MODELS
+
+
+def _model(spec) -> dict:
+    # layers grouped by window: [[window or None, how many layers], ...] in first-seen order
+    windows = Counter(spec.layer_windows)
+    return {
+        "attention": spec.attention,
+        "num_hidden_layers": spec.num_hidden_layers,
+        "num_attention_heads": spec.num_attention_heads,
+        "num_key_value_heads": spec.num_key_value_heads,
+        "head_dim": spec.head_dim,
+        "is_mla": spec.is_mla,
+        "kv_lora_rank": spec.kv_lora_rank,
+        "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "layer_windows": [[w, n] for w, n in windows.items()],
+        "n_params": spec.n_params,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "source": spec.source,
+    }
+
+
+def presets() -> dict:
+    """Return the calculators' inputs: every model, KV dtype and GPU preset of `inferbook`."""
+    return {
+        "generated_by": f"inferbook {inferbook.__version__} (tools/export_presets.py)",
+        "default_reserve_fraction": sizing.DEFAULT_RESERVE_FRACTION,
+        "max_tp_degree": 8,
+        "models": {name: _model(spec) for name, spec in MODELS.items()},
+        "dtypes": {
+            name: {"bits": d.bits, "group_size": d.group_size,
+                   "group_overhead_bytes": d.group_overhead_bytes, "note": d.note}
+            for name, d in sizing.DTYPES.items()
+        },
+        "gpus": {
+            name: {"hbm_bytes": g.hbm_bytes, "hbm_bytes_per_s": g.hbm_bytes_per_s,
+                   "fp16_tensor_flops": g.fp16_tensor_flops}
+            for name, g in GPUS.items()
+        },
+    }
+
+
+def as_js(data: dict) -> str:
+    """Return `data` as a script that sets `window.INFERBOOK_PRESETS` (works from file:// too)."""
+    return "window.INFERBOOK_PRESETS = " + json.dumps(data, indent=1) + ";\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--js", action="store_true", help="write a script, not plain JSON")
+    args = parser.parse_args(argv)
+    data = presets()
+    args.out.write_text(as_js(data) if args.js else json.dumps(data, indent=1) + "\n")
+    print(f"wrote {args.out}: {len(data['models'])} models, {len(data['dtypes'])} dtypes, "
+          f"{len(data['gpus'])} GPUs")
+
+
+if __name__ == "__main__":
+    main()
