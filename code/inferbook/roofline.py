@@ -71,3 +71,29 @@ def attainable_flops(gpu: GPU, intensity: float) -> float:
 def bound(gpu: GPU, intensity: float) -> str:
     """Return 'memory-bound' or 'compute-bound' for a kernel of this intensity on `gpu`."""
     return "compute-bound" if intensity >= gpu.ridge_flops_per_byte else "memory-bound"
+
+
+def step_seconds(gpu: GPU, cost: ForwardCost) -> float:
+    """Return the roofline lower bound on one pass's time: max(bytes / bandwidth, FLOPs / peak).
+
+    A GPU without a published FP16 peak is bounded by bandwidth alone.
+    """
+    memory_time = cost.bytes_moved / gpu.hbm_bytes_per_s
+    if gpu.fp16_tensor_flops is None:
+        return memory_time
+    return max(memory_time, cost.flops / gpu.fp16_tensor_flops)
+
+
+def critical_tokens(gpu: GPU, flops_per_token: float, weight_bytes: float) -> float | None:
+    """Return the tokens per pass above which reading the weights once stops being the bound.
+
+    A pass over T tokens does T x flops_per_token FLOPs and reads `weight_bytes`; its intensity
+    reaches the ridge point at T = ridge x weight_bytes / flops_per_token (KV reads only push this
+    higher). None when the GPU has no published FP16 peak.
+    """
+    if gpu.fp16_tensor_flops is None:
+        return None
+    if not flops_per_token > 0 or not weight_bytes > 0:
+        raise ValueError("flops_per_token and weight_bytes must be positive, got "
+                         f"{flops_per_token!r} and {weight_bytes!r}")
+    return gpu.ridge_flops_per_byte * weight_bytes / flops_per_token

@@ -1,0 +1,69 @@
+"""`python -m inferbook.recommend`: plan a deployment from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .recommend import PRIORITIES, WORKLOAD_KINDS, Workload, recommend
+from .render import render_markdown, update_skill_file
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m inferbook.recommend",
+                                 description="Plan a vLLM/SGLang deployment (or say why not).")
+    ap.add_argument("--model", help="a preset of inferbook.models, e.g. Llama-3.1-70B")
+    ap.add_argument("--gpu", help="a preset of inferbook.hardware (H100, A100, T4, B200, ...)")
+    ap.add_argument("--num-gpus", type=int, default=1)
+    ap.add_argument("--context", type=int, default=8192, help="longest request, tokens")
+    ap.add_argument("--typical", type=int, default=None, help="typical request, tokens")
+    ap.add_argument("--workload", choices=WORKLOAD_KINDS, default="chat")
+    ap.add_argument("--concurrency", type=int, default=None)
+    ap.add_argument("--shared-prefix", type=int, default=0)
+    ap.add_argument("--output-tokens", type=int, default=None,
+                    help="generated tokens per typical request (capacity planning)")
+    ap.add_argument("--priority", choices=PRIORITIES, default=None)
+    ap.add_argument("--tpot-ms", type=float, default=None, help="per-token latency target")
+    ap.add_argument("--throughput", type=float, default=None, help="decode tokens/s target")
+    ap.add_argument("--fp8-kv-checked", action="store_true")
+    ap.add_argument("--draft-model", default=None)
+    ap.add_argument("--acceptance-rate", type=float, default=None)
+    ap.add_argument("--served-model", default=None)
+    ap.add_argument("--request-rate", type=float, default=None,
+                    help="requests/s (with --ttft-p90 and --tpot-p90: chapter 9's simulator)")
+    ap.add_argument("--ttft-p90", type=float, default=None, help="seconds")
+    ap.add_argument("--tpot-p90", type=float, default=None, help="seconds")
+    ap.add_argument("--update-skill", nargs="?", const="outputs/skill-inference-optimizer.md",
+                    default=None, metavar="PATH", help="regenerate the skill file's examples")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 plan, 1 refusal, 2 invalid input)."""
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.update_skill:
+        names = update_skill_file(args.update_skill)
+        print(f"updated {len(names)} examples in {args.update_skill}")
+        return 0
+    if not args.model or not args.gpu:
+        ap.error("--model and --gpu are required")
+    try:
+        w = Workload(args.workload, context_tokens=args.context, typical_tokens=args.typical,
+                     concurrency=args.concurrency, shared_prefix_tokens=args.shared_prefix,
+                     output_tokens=args.output_tokens, priority=args.priority,
+                     tpot_target_ms=args.tpot_ms, throughput_target_tok_s=args.throughput,
+                     fp8_kv_quality_checked=args.fp8_kv_checked, draft_model=args.draft_model,
+                     acceptance_rate=args.acceptance_rate)
+        result = recommend(args.model, (args.gpu, args.num_gpus), w,
+                           served_model=args.served_model, request_rate=args.request_rate,
+                           ttft_p90_s=args.ttft_p90, tpot_p90_s=args.tpot_p90)
+    except (ValueError, TypeError, NotImplementedError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(render_markdown(result))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

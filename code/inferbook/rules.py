@@ -1,0 +1,463 @@
+"""The deployment rules, one function per decision, each returning a `Decision`.
+
+`inferbook.recommend.recommend` calls them in order; every function here only decides. Memory
+comes from `inferbook.sizing` (weights, KV cache, the vLLM budget), time from
+`inferbook.roofline`, attention backends from `inferbook.attention_backends`. Each rule that
+rests on vLLM's behaviour names the file and function of the pinned wheel (vllm 0.33.0) in
+its `citation`; `tests/test_recommend_vllm.py` quotes the source line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import attention_backends, roofline, sizing
+from .arith import ceil_div
+from .decision import Decision
+from .hardware import GPU
+from .models import ModelSpec
+from .speculative import expected_tokens_per_pass
+
+# Chapters that explain each rule (notebooks/ in the book).
+CH_KV = "01_kv_cache"
+CH_SIZING = "02_kv_cache_math"
+CH_TRITON = "04_flash_attention_triton"
+CH_PAGED = "05_paged_attention"
+CH_BATCHING = "06_continuous_batching"
+CH_SPEC = "07_speculative_decoding"
+CH_SERVING = "09_serving_at_scale"
+
+WHEEL = "vllm 0.33.0"
+GPUS_PER_NODE = 8          # tensor parallelism stays inside one NVLink node
+CHECKPOINT_DTYPE = {"DeepSeek-V3": "fp8"}     # DeepSeek-V3 report: weights released in FP8
+MTP_LAYERS = {"DeepSeek-V3": 1}               # config.json num_nextn_predict_layers
+MTP_ACCEPTANCE = 0.85      # DeepSeek-V3 report, Sec. 5.4.3: 2nd-token acceptance 85-90 %
+ASSUMED_ACCEPTANCE = {"eagle3": 0.7, "ngram": 0.5}   # assumptions, not measurements
+SUFFIX_MAX_TREE_DEPTH = 24  # vLLM SpeculativeConfig.suffix_decoding_max_tree_depth default
+MAX_DRAFT_TOKENS = 8
+MIN_USEFUL_BATCH = 8       # below this many requests per replica, warn: decode wastes bandwidth
+# Speculative methods whose batch-size schedule vLLM's V1 runner keeps
+# (VllmConfig._maybe_disable_dynamic_sd_for_v1).
+DYNAMIC_SD_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
+# Methods the V1 runner overlaps with async scheduling (VllmConfig.__post_init__).
+ASYNC_OK_METHODS = (None, "eagle", "eagle3", "mtp", "ngram_gpu", "draft_model")
+
+
+def sm(g: GPU) -> int:
+    """Return the compute capability as one number (sm80 -> 80)."""
+    major, minor = g.compute_capability
+    return 10 * major + minor
+
+
+def compute_dtype(g: GPU) -> str:
+    """Return the activation dtype: bf16 from sm80, fp16 before (vLLM refuses bf16 below 8.0)."""
+    return "bf16" if sm(g) >= 80 else "fp16"
+
+
+# ---------------------------------------------------------------------------------------------
+# batching caps (decided first: the memory budget depends on them)
+
+
+def vllm_batch_defaults(g: GPU) -> tuple[int, int]:
+    """Return vLLM 0.33.0's `vllm serve` defaults (max_num_batched_tokens, max_num_seqs) for this
+    GPU class (`EngineArgs.get_batch_defaults`, OPENAI_API_SERVER)."""
+    gib = 2**30
+    if g.hbm_bytes >= 160 * gib:
+        return 16384, 1024
+    if g.hbm_bytes >= 70 * gib and "A100" not in g.name:
+        return 8192, 1024
+    return 2048, 256
+
+
+def decide_batching(g: GPU, priority: str, concurrency: int | None, dp: int = 1) -> Decision:
+    """Return one engine's scheduler caps: value = dict(max_num_seqs, max_num_batched_tokens,
+    performance_mode). With `dp` replicas each takes ceil(concurrency / dp) requests.
+
+    `--max-num-seqs` is a cap, not a reservation: vLLM admits a request when its KV blocks can be
+    allocated and preempts when they run out (`v1/core/sched/scheduler.py::Scheduler.schedule`),
+    so the cap is vLLM's own default (or the caller's concurrency), never a worst-case count.
+    """
+    tokens, seqs = vllm_batch_defaults(g)
+    mode = "interactivity" if priority == "latency" else "throughput"
+    if mode == "throughput":   # --performance-mode throughput doubles both defaults
+        tokens, seqs = 2 * tokens, 2 * seqs
+    if concurrency is not None:
+        seqs = ceil_div(concurrency, dp)
+    why = (f"--performance-mode {mode} ({priority} priority); --max-num-batched-tokens {tokens:,}"
+           f" is the value vLLM 0.33.0 itself uses for {g.name} in this mode, and "
+           + (f"--max-num-seqs {seqs} is the requested concurrency {concurrency}"
+              + (f" over {dp} replicas" if dp > 1 else "") if concurrency is not None else
+              f"--max-num-seqs {seqs} its default cap")
+           + ". The cap is not a reservation: requests are admitted while their KV blocks fit "
+           "and preempted when the blocks run out")
+    return Decision(dict(max_num_seqs=seqs, max_num_batched_tokens=tokens, performance_mode=mode),
+                    why, CH_BATCHING,
+                    f"{WHEEL}: engine/arg_utils.py::EngineArgs.get_batch_defaults; "
+                    "v1/core/sched/scheduler.py::Scheduler.schedule")
+
+
+# ---------------------------------------------------------------------------------------------
+# memory layouts
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One replica's parallel layout and its per-GPU memory budget."""
+
+    tp: int
+    pp: int
+    dp: int
+    weight_dtype: str
+    kv_dtype: str
+    batching: Decision             # this layout's scheduler caps (decide_batching)
+    budget: sizing.MemoryBudget
+    window_extra_tokens: int       # vLLM keeps in-flight tokens beside each window
+
+    def sequences(self, spec: ModelSpec, tokens: int, shared_prefix: int = 0) -> int:
+        """Return how many requests of `tokens` tokens this layout's KV budget holds."""
+        return sizing.sequences_that_fit(
+            self.budget.kv_budget_bytes, spec, self.tp, tokens, self.kv_dtype,
+            shared_prefix_tokens=shared_prefix, pipeline_parallel=self.pp,
+            window_extra_tokens=self.window_extra_tokens)
+
+    def kv_bytes(self, spec: ModelSpec, tokens: int, batch: int = 1) -> int:
+        """Return the KV bytes per GPU of `batch` requests of `tokens` tokens."""
+        return sizing.kv_bytes_per_gpu(spec, self.tp, tokens, batch, self.kv_dtype,
+                                       pipeline_parallel=self.pp,
+                                       window_extra_tokens=self.window_extra_tokens)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What every layout is sized for: the GPUs, the formats and the scheduling intent."""
+
+    n_gpus: int
+    kv_dtype: str
+    priority: str
+    concurrency: int | None
+    utilization: float
+
+
+def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Request) -> Layout:
+    """Return the layout with vLLM's budget: utilization x total - weights - runtime terms."""
+    dp = req.n_gpus // (tp * pp)
+    batching = decide_batching(g, req.priority, req.concurrency, dp)
+    caps = batching.value
+    runtime = sizing.vllm_runtime_memory(
+        spec, tp, max_num_batched_tokens=caps["max_num_batched_tokens"],
+        max_num_seqs=caps["max_num_seqs"])
+    budget = sizing.memory_budget(spec, g, tp, weight_dtype,
+                                  gpu_memory_utilization=req.utilization, runtime=runtime,
+                                  pipeline_parallel=pp)
+    # VllmConfig.max_in_flight_tokens: 2 batches with async scheduling, pp with pipelining
+    in_flight = caps["max_num_batched_tokens"] * (2 if pp == 1 else pp)
+    return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight)
+
+
+def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
+    """Return (tp, pp) pairs that use whole nodes, smallest first."""
+    per_node = min(n, GPUS_PER_NODE)
+    tps = [d for d in sizing.valid_tp_degrees(spec, per_node) if n % d == 0]
+    pairs = [(d, 1) for d in tps]
+    if n > GPUS_PER_NODE and tps:
+        top = tps[-1]
+        pairs += [(top, pp) for pp in range(2, n // top + 1)
+                  if n % (top * pp) == 0 and pp <= spec.num_hidden_layers]
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# weights
+
+
+def weight_ladder(spec: ModelSpec, g: GPU, allow_quantization: bool) -> list[tuple[str, str | None, str]]:
+    """Return (storage dtype, --quantization, why) from the checkpoint's dtype down."""
+    native = CHECKPOINT_DTYPE.get(spec.name, "bf16")
+    ladder = [(native, None, f"the checkpoint's own {native} weights")]
+    if not allow_quantization:
+        return ladder
+    if sizing.get_dtype(native).bits > 8:
+        how = "W8A8 FP8 kernels" if sm(g) >= 89 else "FP8 Marlin weight-only kernels (sm75+)"
+        ladder.append(("fp8", "fp8", f"online FP8 quantization of the linear layers ({how})"))
+    if sizing.get_dtype(native).bits > 4:
+        ladder.append(("int4", "awq", "a pre-quantized 4-bit AWQ checkpoint"))
+    return ladder
+
+
+def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: Request,
+                   allow_quantization: bool) -> Decision:
+    """Return the weight format: the checkpoint's own unless no layout of the `n` GPUs then
+    holds one `ctx`-token request. value = dict(weight_dtype, quantization, layouts) with the
+    layouts that fit, or None (and the numbers that say why) when nothing does."""
+    n = req.n_gpus
+    pairs = tp_pp_candidates(spec, n)
+    if not pairs:
+        return Decision(None, f"no tensor-parallel degree dividing {n} can shard {spec.name} "
+                        f"({spec.num_attention_heads} heads, {spec.num_key_value_heads} KV "
+                        "heads)", CH_SIZING)
+    for wdtype, quant, why in weight_ladder(spec, g, allow_quantization):
+        fitting = [lay for tp, pp in pairs
+                   if (lay := layout(spec, g, tp, pp, wdtype, req))
+                   .sequences(spec, ctx) >= 1]
+        if fitting:
+            if quant:
+                why += (f"; the checkpoint's weights leave no room for one {ctx:,}-token request "
+                        f"on {n}x {g.name}: check quality on your task before serving")
+            return Decision(dict(weight_dtype=wdtype, quantization=quant, layouts=fitting),
+                            why, CH_SIZING, "fp8: vllm 0.33.0 model_executor/layers/quantization"
+                            "/fp8.py::Fp8Config.get_min_capability (75)" if quant == "fp8" else "")
+    tp, pp = pairs[-1]
+    lay = layout(spec, g, tp, pp, wdtype, req)
+    b, gb = lay.budget, 1e9
+    need = lay.kv_bytes(spec, ctx)
+    return Decision(None, (
+        f"{spec.name} does not fit on {n}x {g.name} even at TP={tp}"
+        f"{f' x PP={pp}' if pp > 1 else ''} with {wdtype} weights: vLLM would get "
+        f"{b.usable_bytes / gb:.1f} GB per GPU (--gpu-memory-utilization {req.utilization:.2f}), "
+        f"spend {b.weight_bytes / gb:.1f} on weights and {b.runtime.total_bytes / gb:.1f} on "
+        f"activations, CUDA graphs and non-torch memory, and one {ctx:,}-token request needs "
+        f"{need / gb:.1f} GB of KV cache; {b.kv_budget_bytes / gb:.1f} GB are left"),
+        CH_SIZING, f"{WHEEL}: v1/core/kv_cache_planning.py::_check_enough_kv_cache_memory")
+
+
+# ---------------------------------------------------------------------------------------------
+# parallelism
+
+
+def _decode_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
+    """Roofline bound on one decode step of `batch` requests of `tokens` tokens, per GPU."""
+    cost = roofline.ForwardCost(
+        flops=2 * spec.n_active_params * max(batch, 1) / (lay.tp * lay.pp),
+        bytes_moved=lay.budget.weight_bytes + (lay.kv_bytes(spec, tokens, batch) if batch else 0))
+    return roofline.step_seconds(g, cost)
+
+
+def decode_tokens_per_second(spec: ModelSpec, g: GPU, lay: Layout, batch: int,
+                             tokens: int) -> float:
+    """Return the roofline upper bound on one replica's decode tokens/s at `batch` requests."""
+    return 0.0 if batch <= 0 else batch / _decode_seconds(spec, g, lay, batch, tokens)
+
+
+def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
+                       shared_prefix: int, req: Request, tpot_target_ms: float | None) -> Decision:
+    """Return value = dict(layout, tp, pp, dp): the smallest TP that fits, or the smallest whose
+    replicas together hold a concurrency target, or a roofline throughput within 10 % of the
+    best; raised to meet a per-token target. Replicas (DP) fill the remaining GPUs."""
+    def held(lay: Layout) -> int:          # requests all replicas hold at once
+        return lay.dp * lay.sequences(spec, tokens, shared_prefix)
+
+    chosen, warn = layouts[0], ""
+    why = f"TP={chosen.tp} is the smallest degree that holds one full-length request"
+    if req.concurrency is not None:
+        meeting = [lay for lay in layouts if held(lay) >= req.concurrency]
+        chosen = meeting[0] if meeting else max(layouts, key=held)
+        why = (f"TP={chosen.tp} is the smallest degree at which {req.concurrency} concurrent "
+               f"{tokens:,}-token requests fit over all replicas ({held(chosen)})" if meeting else
+               f"TP={chosen.tp} holds the most concurrent requests ({held(chosen)})")
+        if spec.is_mla and meeting and chosen.tp < max(lay.tp for lay in layouts):
+            why += ("; MLA's latent is not split by TP, so replicas hold more requests than "
+                    "larger TP degrees")
+        warn = "" if meeting else (f"only {held(chosen)} of the {req.concurrency} requested "
+                                   f"{tokens:,}-token requests fit at once; the rest wait")
+    elif req.priority == "throughput" and len(layouts) > 1:
+        rates = [lay.dp * decode_tokens_per_second(
+            spec, g, lay, min(lay.sequences(spec, tokens, shared_prefix),
+                              lay.batching.value["max_num_seqs"]), tokens) for lay in layouts]
+        best = max(rates)
+        i = next(i for i, r in enumerate(rates) if r >= 0.9 * best)
+        chosen = layouts[i]
+        why = (f"TP={chosen.tp}: the smallest degree whose roofline decode throughput over all "
+               f"{req.n_gpus} GPUs ({rates[i]:,.0f} tokens/s, an upper bound) is within 10 % of "
+               f"the best ({best:,.0f})")
+    if req.priority == "latency" and tpot_target_ms is not None:
+        fast = [lay for lay in layouts if lay.tp * lay.pp >= chosen.tp * chosen.pp
+                and _decode_seconds(spec, g, lay, 1, tokens) * 1e3 <= tpot_target_ms]
+        if fast and fast[0] is not chosen:
+            why += f"; raised to TP={fast[0].tp} to meet the {tpot_target_ms:g} ms/token target"
+        chosen = fast[0] if fast else chosen
+        warn = warn or ("" if fast else f"no TP degree brings the bandwidth bound under "
+                        f"{tpot_target_ms:g} ms/token")
+    if chosen.dp > 1:
+        why += (f"; the other GPUs run {chosen.dp - 1} more replica(s) (--data-parallel-size "
+                f"{chosen.dp}): replicas share nothing, so throughput adds up without all-reduce "
+                "traffic")
+    return Decision(dict(layout=chosen, tp=chosen.tp, pp=chosen.pp, dp=chosen.dp), why,
+                    CH_SIZING, extra={"warning": warn} if warn else {})
+
+
+# ---------------------------------------------------------------------------------------------
+# KV cache
+
+
+def kv_dtype_for(spec: ModelSpec, g: GPU, fp8_quality_checked: bool) -> str:
+    """Return the KV dtype: fp8 only after a quality check and where a backend reads it."""
+    backend = attention_backends.fp8_kv_backend(g.compute_capability, mla=spec.is_mla,
+                                                head_dim=spec.head_dim)
+    return "fp8" if fp8_quality_checked and backend else compute_dtype(g)
+
+
+def decide_kv_cache(spec: ModelSpec, g: GPU, lay: Layout, ctx: int, tokens: int,
+                    shared_prefix: int, fp8_quality_checked: bool) -> Decision:
+    """Return value = dict(kv_dtype, budget_bytes, per_token_bytes, sequences, full_sequences)."""
+    kv = lay.kv_dtype
+    seqs, full = lay.sequences(spec, tokens, shared_prefix), lay.sequences(spec, ctx)
+    per_token = sizing.kv_bytes_per_gpu(spec, lay.tp, 1, 1, kv, pipeline_parallel=lay.pp)
+    b, gb = lay.budget, 1e9
+    why = (f"paged blocks, {kv}: vLLM gets {b.usable_bytes / gb:.1f} GB per GPU, minus weights "
+           f"{b.weight_bytes / gb:.1f}, activations {b.runtime.activation_bytes / gb:.2f}, CUDA "
+           f"graphs {b.runtime.cuda_graph_bytes / gb:.2f} and non-torch "
+           f"{b.runtime.non_torch_bytes / gb:.2f} GB leaves {b.kv_budget_bytes / gb:.1f} GB: "
+           f"{seqs} requests of {tokens:,} tokens ({full} at {ctx:,})")
+    if spec.sliding_window is not None:
+        why += (f"; sliding-window layers keep {spec.sliding_window:,} tokens plus the "
+                f"{lay.window_extra_tokens:,} vLLM holds in flight")
+    fp8_backend = attention_backends.fp8_kv_backend(g.compute_capability, mla=spec.is_mla,
+                                                    head_dim=spec.head_dim)
+    if kv != "fp8" and fp8_backend is None:
+        why += f"; no vLLM backend reads an fp8 KV cache on {g.name} (sm{sm(g)})"
+    elif kv != "fp8":
+        why += (f"; fp8 ({fp8_backend} reads it on sm{sm(g)}) would nearly double that, after "
+                "a quality check on your task")
+    return Decision(dict(kv_dtype=kv, budget_bytes=b.kv_budget_bytes, per_token_bytes=per_token,
+                         sequences=seqs, full_sequences=full), why, CH_PAGED,
+                    f"{WHEEL}: v1/worker/gpu_worker.py::Worker.determine_available_memory")
+
+
+# ---------------------------------------------------------------------------------------------
+# prefix caching, attention, speculation, scheduling
+
+
+def decide_prefix_caching(kind: str, shared_prefix: int, lay: Layout, spec: ModelSpec,
+                          max_num_seqs: int) -> Decision:
+    """Return value True/False: on for chat/agent or any declared shared prefix."""
+    if not (kind in ("chat", "agent") or shared_prefix > 0):
+        return Decision(False, "no shared prefix declared: the engine default", CH_PAGED)
+    why = "hash-addressed KV blocks shared across requests"
+    if shared_prefix:
+        saved = (max_num_seqs - 1) * lay.kv_bytes(spec, shared_prefix)
+        why += (f": the {shared_prefix:,}-token shared prefix is stored and prefilled once; "
+                f"{max_num_seqs} private copies would take {saved / 1e9:.1f} GB more per GPU")
+    return Decision(True, why, CH_PAGED)
+
+
+def decide_attention_backend(spec: ModelSpec, g: GPU, kv_dtype: str) -> Decision:
+    """Return value = dict(vllm, flash_attention_version, sglang, hf)."""
+    vb = attention_backends.vllm_backend(g.compute_capability, mla=spec.is_mla,
+                                         head_dim=spec.head_dim, kv_dtype=kv_dtype)
+    major = g.compute_capability[0]
+    sglang = ("triton" if spec.is_mla and major < 9 else
+              {7: "triton", 8: "flashinfer", 9: "fa3"}.get(major, "trtllm_mha"))
+    if spec.is_mla and major >= 10:
+        sglang = "flashinfer"
+    hf = {7: "sdpa", 8: "flash_attention_2", 9: "flash_attention_3"}.get(major,
+                                                                       "flash_attention_4")
+    return Decision(dict(vllm=vb.name, flash_attention_version=vb.flash_attention_version,
+                         sglang=sglang, hf=hf), vb.why, CH_TRITON,
+                    f"{WHEEL}: platforms/cuda.py::_get_backend_priorities")
+
+
+def choose_draft_length(alpha: float, cost_ratio: float, k_max: int = MAX_DRAFT_TOKENS) -> int:
+    """Return the smallest k whose speedup E(alpha, k) / (1 + k * cost_ratio) is within 90 % of
+    the best k <= k_max (chapter 07's expected tokens per target pass)."""
+    speedups = [expected_tokens_per_pass(alpha, k) / (1 + k * cost_ratio)
+                for k in range(1, k_max + 1)]
+    best = max(speedups)
+    return next(k for k, s in enumerate(speedups, start=1) if s >= 0.9 * best)
+
+
+def spec_schedule(k: int, t_crit: float | None, max_seqs: int) -> tuple[tuple[int, int, int], ...]:
+    """Return vLLM's num_speculative_tokens_per_batch_size schedule: at running batch b use the
+    largest k' <= k with b * (k' + 1) <= t_crit (verification stays memory-bound, so nearly
+    free), and k' = 0 (off) once even one draft token would cross into compute-bound."""
+    if t_crit is None:
+        return ((1, max_seqs, k),)
+    rows: list[list[int]] = []
+    for b in range(1, max_seqs + 1):
+        kb = max(0, min(k, int(t_crit // b) - 1))
+        if rows and rows[-1][2] == kb:
+            rows[-1][1] = b
+        else:
+            rows.append([b, b, kb])
+    return tuple(tuple(r) for r in rows)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A speculative-decoding setting: method, draft length k, and k by running batch size."""
+
+    method: str                   # vLLM speculative_config "method"
+    num_tokens: int               # k at batch size 1 (suffix: the most it may draft)
+    acceptance: float | None
+    acceptance_source: str
+    schedule: tuple[tuple[int, int, int], ...]   # (batch from, batch to, k); empty: static k
+    draft_model: str | None = None
+
+
+def _draft_method(spec: ModelSpec, kind: str, draft_model: str | None):
+    """Return (method, acceptance, source, draft cost ratio, k_max) or None."""
+    if spec.name in MTP_LAYERS:
+        return ("mtp", MTP_ACCEPTANCE, "DeepSeek-V3 report: 85-90 % acceptance of the MTP token",
+                MTP_LAYERS[spec.name] / spec.num_hidden_layers, MTP_LAYERS[spec.name])
+    if draft_model is not None:
+        return ("eagle3", ASSUMED_ACCEPTANCE["eagle3"], "assumed", 1 / spec.num_hidden_layers,
+                MAX_DRAFT_TOKENS)
+    if kind == "agent":
+        return ("suffix", None, "decided per step by suffix-tree matches", 0.0,
+                SUFFIX_MAX_TREE_DEPTH)
+    if kind == "rag":
+        return ("ngram", ASSUMED_ACCEPTANCE["ngram"], "assumed", 0.0, MAX_DRAFT_TOKENS)
+    return None
+
+
+def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight_dtype: str,
+                       draft_model: str | None, acceptance_rate: float | None,
+                       max_num_seqs: int, dp: int) -> Decision:
+    """Return value = a `Speculation` or None (off)."""
+    found = _draft_method(spec, kind, draft_model)
+    if kind == "batch" or (priority == "throughput" and draft_model is None
+                           and (found is None or found[0] != "mtp")):
+        return Decision(None, "throughput workload: large batches already make decode "
+                        "compute-bound, so verifying drafts costs real FLOPs", CH_SPEC)
+    if found is None:
+        return Decision(None, "no draft: pass an EAGLE-3 head you validated (draft_model=...) "
+                        "to enable it", CH_SPEC)
+    method, alpha, src, cost, k_max = found
+    if acceptance_rate is not None and method != "suffix":
+        alpha, src, k_max = acceptance_rate, "measured (given)", MAX_DRAFT_TOKENS
+    if method == "suffix":
+        return Decision(Speculation(method, k_max, None, src, ()), (
+            f"suffix decoding (agent loops repeat earlier outputs): it drafts up to {k_max} "
+            "tokens from suffix trees over the prompt and past responses, as many as match; "
+            "needs the arctic-inference package"), CH_SPEC,
+            f"{WHEEL}: config/speculative.py::SpeculativeConfig._validate_suffix_decoding")
+    k = choose_draft_length(alpha, cost, k_max)
+    t_crit = roofline.critical_tokens(g, 2 * spec.n_active_params,
+                                      sizing.weight_bytes(spec, weight_dtype))
+    why = (f"expected {expected_tokens_per_pass(alpha, k):.2f} tokens per target pass at "
+           f"acceptance {alpha:g} ({src})")
+    schedule = spec_schedule(k, t_crit, max_num_seqs)
+    if dp > 1:
+        schedule, why = (), why + (f"; a fixed k: with --data-parallel-size {dp} vLLM drops any "
+                                   "batch-size schedule (ranks could pick different k)")
+        cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_data_parallel"
+    else:
+        off_at = next((r[0] for r in schedule if r[2] == 0), None)
+        why += (f"; k shrinks as the batch grows and is off from {off_at} running requests, "
+                f"where batch x (k+1) passes the ~{t_crit:.0f}-token compute-bound point"
+                if off_at else "; the batch never gets large enough to turn it off")
+        schedule = schedule if len(schedule) > 1 else ()
+        cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_v1"
+    return Decision(Speculation(method, k, alpha, src, schedule,
+                                draft_model if method == "eagle3" else None), why, CH_SPEC, cite)
+
+
+def decide_async_scheduling(method: str | None, pp: int) -> Decision:
+    """Return value True (pass --async-scheduling) or False (leave it to vLLM, which turns it
+    off for these settings; passing the flag would make it refuse to start)."""
+    if pp == 1 and method in ASYNC_OK_METHODS:
+        return Decision(True, "the CPU schedules step n+1 while the GPU runs step n",
+                        CH_BATCHING, f"{WHEEL}: config/vllm.py::VllmConfig.__post_init__")
+    what = "pipeline parallelism" if pp > 1 else f"{method}-based speculative decoding"
+    return Decision(False, f"vLLM's V1 runner cannot overlap scheduling with {what}; it turns "
+                    "async scheduling off itself (an explicit --async-scheduling would refuse "
+                    "to start)", CH_BATCHING, f"{WHEEL}: config/vllm.py::VllmConfig.__post_init__")
