@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENDOR := book/_vendor
 
-.PHONY: book test clean
+.PHONY: book test clean lab
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ book: $(STAMP) $(VENDOR)/.fetched
 test: $(STAMP) $(VENDOR)/.fetched
 	# Two workers on two cores, one thread each: oversubscribed torch threads spin and crawl.
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# JupyterLab from the project's venv, opened on the notebooks (chapters, exercises, solutions).
+# Extra options: make lab LAB_ARGS="--no-browser --port 8889" (as root, e.g. in a container: --allow-root).
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 clean:
 	rm -rf _build $(VENDOR)
