@@ -42,7 +42,8 @@ def test_cached_logits_match_full_forward():
     x = torch.randint(0, SMALL.vocab_size, (2, 20))
     full = m(x)
     cache = KVCache.for_model(SMALL, 2, 20)
-    parts = [m(x[:, :8], cache, 0), m(x[:, 8:9], cache, 8), m(x[:, 9:20], cache, 9)]
+    parts = [m(x[:, :8], cache=cache, pos=0), m(x[:, 8:9], cache=cache, pos=8),
+             m(x[:, 9:20], cache=cache, pos=9)]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
 
 

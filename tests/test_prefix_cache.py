@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferbook.gpt import GPT, GPTConfig
-from inferbook.paged import BlockAllocator, PagedKVCache, check_invariants
+from inferbook.paged import BlockAllocator, PagedKVCache, blocks_for, check_invariants
 from inferbook.prefix_cache import (
     PrefixCache,
     agent_workload,
@@ -133,7 +133,7 @@ def test_random_requests_keep_the_invariants_and_hits_return_the_right_tokens(re
     for i, (s, tail) in enumerate(requests):
         tokens = systems[s] + tail
         hits = prefix.lookup(tokens, max_tokens=len(tokens) - 1)
-        need = cache.allocator.blocks_for(len(tokens)) - len(hits)
+        need = blocks_for(len(tokens), 4) - len(hits)
         # Blocks a hit takes off the free list are no longer allocatable.
         free_hits = sum(cache.allocator.ref_count(b) == 0 for b in hits)
         if not cache.allocator.can_allocate(need + free_hits):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import validate
 from .gpt import GPT
 from .kv_cache import ConcatKVCache, KVCache
 
@@ -30,16 +31,15 @@ class GenerationResult:
         return len(self.step_seconds)
 
 
-def _check(prompt: torch.Tensor, new_tokens: int, model: GPT) -> None:
-    if prompt.dim() != 2 or prompt.shape[1] == 0:
-        raise ValueError(f"prompt must be [batch, t] with t ≥ 1 token ids, got shape {tuple(prompt.shape)}")
-    if new_tokens < 1:
-        raise ValueError(f"new_tokens must be ≥ 1, got {new_tokens}")
+def _check(prompt: torch.Tensor, new_tokens: int, model: GPT) -> int:
+    validate.token_tensor("prompt", prompt, model.config.vocab_size)
+    new_tokens = validate.positive_int("new_tokens", new_tokens)
     if prompt.shape[1] + new_tokens > model.config.n_positions:
         raise ValueError(
             f"prompt ({prompt.shape[1]}) + new_tokens ({new_tokens}) exceeds the model's "
             f"n_positions={model.config.n_positions}"
         )
+    return new_tokens
 
 
 def _result(model: GPT, tokens, times) -> GenerationResult:
@@ -50,7 +50,7 @@ def _result(model: GPT, tokens, times) -> GenerationResult:
 @torch.inference_mode()
 def generate_naive(model: GPT, prompt: torch.Tensor, new_tokens: int) -> GenerationResult:
     """Greedy decoding that runs the model over the whole sequence at every step (no cache)."""
-    _check(prompt, new_tokens, model)
+    new_tokens = _check(prompt, new_tokens, model)
     model.counter.reset()
     tokens, times = prompt, []
     for _ in range(new_tokens):
@@ -70,7 +70,8 @@ def generate_cached(
 
     `cache_type` is `KVCache` (preallocated, the default) or `ConcatKVCache`.
     """
-    _check(prompt, new_tokens, model)
+    validate.one_of("cache_type", cache_type, (KVCache, ConcatKVCache))
+    new_tokens = _check(prompt, new_tokens, model)
     model.counter.reset()
     batch, prompt_len = prompt.shape
     param = next(model.parameters())
@@ -98,6 +99,8 @@ def naive_counts(prompt_len: int, new_tokens: int) -> tuple[int, int]:
     Step s (s = 0 .. new_tokens - 1) runs over n = prompt_len + s positions: n query rows and
     n(n+1)/2 causal dot products.
     """
+    prompt_len = validate.positive_int("prompt_len", prompt_len)
+    new_tokens = validate.positive_int("new_tokens", new_tokens)
     lengths = range(prompt_len, prompt_len + new_tokens)
     return sum(lengths), sum(n * (n + 1) // 2 for n in lengths)
 
@@ -108,5 +111,7 @@ def cached_counts(prompt_len: int, new_tokens: int) -> tuple[int, int]:
     Prefill: prompt_len rows, prompt_len(prompt_len+1)/2 dot products; then one row per new
     position, which sees every earlier key and itself. The final token needs no pass.
     """
+    prompt_len = validate.positive_int("prompt_len", prompt_len)
+    new_tokens = validate.positive_int("new_tokens", new_tokens)
     total = prompt_len + new_tokens - 1  # positions that ever pass through the model
     return total, total * (total + 1) // 2

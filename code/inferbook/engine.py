@@ -10,8 +10,9 @@ The loop of vLLM / nano-vllm in one file, for a `gpt.GPT`:
   none is free, the most recently admitted sequence is preempted: its blocks are freed and it
   is re-queued at the front, to be recomputed from its tokens later (preemption by recompute).
   `policy="static"` admits only into an empty batch and waits for the whole batch to finish.
-* `forward_batch` runs the model once over all scheduled tokens of all sequences (a flat,
-  variable-length batch; keys/values read and written through `paged.PagedKVCache`).
+* `forward_batch` builds the step's `paged.PagedContext` (slot mapping and block tables, once)
+  and runs the model once over all scheduled tokens of all sequences (a flat, variable-length
+  batch): the same `gpt.GPT.forward` as every other cache, through ``ctx.attend``.
 * `Engine.run(requests)` loops until every request is done and returns per-request metrics
   (TTFT, TPOT, end-to-end latency) and a per-step timeline.
 
@@ -22,7 +23,6 @@ in float64; float32 agrees up to rounding of the batched matrix products).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,24 +30,12 @@ from enum import Enum
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from . import validate
+from .arith import ceil_div
 from .gpt import GPT
-from .paged import PagedKVCache
+from .paged import PagedContext, PagedKVCache
 from .prefix_cache import PrefixCache
-
-
-class EnginePagedKVCache(PagedKVCache):
-    """`paged.PagedKVCache` with slot indices built from a Python list (one tensor op, not six).
-
-    The engine reserves slots for every running sequence at every step; on a CPU the handful
-    of tiny tensor ops per reservation costs more than the model's decode step for that
-    sequence. Same bookkeeping, same results; only `_slots` is faster.
-    """
-
-    def _slots(self, table: list[int], start: int, stop: int) -> torch.Tensor:
-        bs = self.block_size
-        return torch.tensor([table[t // bs] * bs + t % bs for t in range(start, stop)], dtype=torch.long)
 
 
 @dataclass(frozen=True)
@@ -60,12 +48,13 @@ class Request:
     arrival_time: float = 0.0
 
     def __post_init__(self) -> None:
-        if len(self.prompt) == 0:
+        validate.integer("request_id", self.request_id)
+        prompt = tuple(validate.int_list("prompt", self.prompt, minimum=0))
+        if not prompt:
             raise ValueError(f"request {self.request_id}: the prompt needs at least one token")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"request {self.request_id}: max_new_tokens must be ≥ 1, got {self.max_new_tokens}")
-        if self.arrival_time < 0:
-            raise ValueError(f"request {self.request_id}: arrival_time must be ≥ 0, got {self.arrival_time}")
+        object.__setattr__(self, "prompt", prompt)
+        validate.positive_int("max_new_tokens", self.max_new_tokens)
+        validate.finite_float("arrival_time", self.arrival_time, minimum=0.0)
 
 
 class Status(Enum):
@@ -120,11 +109,14 @@ class Scheduler:
     def __init__(self, cache: PagedKVCache, max_num_seqs: int = 16, max_num_batched_tokens: int = 512,
                  policy: str = "continuous", chunked_prefill: bool = False,
                  prefix_cache: PrefixCache | None = None):
-        if policy not in ("continuous", "static"):
-            raise ValueError(f"policy must be 'continuous' or 'static', got {policy!r}")
-        if max_num_seqs < 1 or max_num_batched_tokens < 1:
-            raise ValueError(f"need max_num_seqs ≥ 1 and max_num_batched_tokens ≥ 1, got "
-                             f"{max_num_seqs}, {max_num_batched_tokens}")
+        if not isinstance(cache, PagedKVCache):
+            raise TypeError(f"cache must be a PagedKVCache, got {type(cache).__name__}")
+        validate.one_of("policy", policy, ("continuous", "static"))
+        validate.positive_int("max_num_seqs", max_num_seqs)
+        validate.positive_int("max_num_batched_tokens", max_num_batched_tokens)
+        validate.one_of("chunked_prefill", chunked_prefill, (True, False))
+        if prefix_cache is not None and prefix_cache.allocator is not cache.allocator:
+            raise ValueError("prefix_cache must index the blocks of this cache's allocator")
         self.cache, self.prefix_cache = cache, prefix_cache
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.policy, self.chunked_prefill = policy, chunked_prefill
@@ -133,6 +125,14 @@ class Scheduler:
         self.num_preemptions = 0
 
     def add(self, seq: Sequence) -> None:
+        """Queue `seq` (status WAITING, nothing computed yet)."""
+        if not isinstance(seq, Sequence):
+            raise TypeError(f"seq must be an engine.Sequence, got {type(seq).__name__}")
+        if seq.status is not Status.WAITING or seq.num_computed:
+            raise ValueError(f"sequence {seq.seq_id} is {seq.status.value} with {seq.num_computed} "
+                             "tokens computed; only a fresh sequence can be queued")
+        if any(s.seq_id == seq.seq_id for s in (*self.waiting, *self.running)):
+            raise ValueError(f"a sequence with id {seq.seq_id} is already queued or running")
         self.waiting.append(seq)
 
     def preempt(self, seq: Sequence) -> None:
@@ -146,6 +146,7 @@ class Scheduler:
 
     def schedule(self, now: float) -> list[tuple[Sequence, int]]:
         """Return [(sequence, tokens to compute this step)], with their KV slots reserved."""
+        now = validate.finite_float("now", now)
         budget = self.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         # 1. Running sequences first (oldest first): one decode token, or the next prefill chunk.
@@ -168,7 +169,7 @@ class Scheduler:
                     break
             if seq.status is not Status.RUNNING:
                 continue
-            self.cache.append_slots(seq.seq_id, n)
+            self.cache.reserve(seq.seq_id, n)
             scheduled.append((seq, n))
             budget -= n
         # 2. Admit waiting requests that have arrived, in order, while there is room.
@@ -183,7 +184,7 @@ class Scheduler:
             n = min(need, budget) if self.chunked_prefill else need
             if n > budget and scheduled:  # (alone in a step, a long recomputation may exceed it)
                 break
-            blocks = self.cache.allocator.blocks_for(len(hit) * self.cache.block_size + n) - len(hit)
+            blocks = ceil_div(len(hit) * self.cache.block_size + n, self.cache.block_size) - len(hit)
             reclaimed = sum(self.cache.allocator.ref_count(b) == 0 for b in hit)  # cached but free
             if not self.cache.allocator.can_allocate(blocks + reclaimed):
                 break
@@ -191,7 +192,7 @@ class Scheduler:
             blocks_hit = self.prefix_cache.match(seq.tokens) if self.prefix_cache else []
             self.cache.add_sequence(seq.seq_id, blocks_hit)
             seq.num_computed = len(blocks_hit) * self.cache.block_size
-            self.cache.append_slots(seq.seq_id, n)
+            self.cache.reserve(seq.seq_id, n)
             seq.status = Status.RUNNING
             self.running.append(seq)
             scheduled.append((seq, n))
@@ -216,85 +217,22 @@ class Scheduler:
         seq.status = Status.FINISHED
 
 
-@dataclass
-class _AttentionGroup:
-    """Padded attention inputs for a group of sequences (all decodes, or all prefill chunks)."""
-
-    token_index: torch.Tensor  # [T_g] positions of the group's tokens in the flat batch
-    rows: torch.Tensor  # [T_g] their rows in the padded [n_seq * q_max] query matrix
-    tables: torch.Tensor  # [n_seq, width] block tables, padded with block 0
-    mask: torch.Tensor  # [n_seq, 1, q_max, width * block_size] True where attention is allowed
-    n_seq: int
-    q_max: int
-
-
-def _group(members, offsets, tables, starts, lengths, block_size) -> _AttentionGroup:
-    q_max = max(lengths[b] for b in members)
-    width = max(-(-(starts[b] + lengths[b]) // block_size) for b in members)
-    token_index = [offsets[b] + i for b in members for i in range(lengths[b])]
-    rows = [j * q_max + i for j, b in enumerate(members) for i in range(lengths[b])]
-    query_pos = torch.full((len(members) * q_max,), -1, dtype=torch.long)
-    query_pos[rows] = torch.tensor([starts[b] + i for b in members for i in range(lengths[b])])
-    query_pos = query_pos.view(len(members), q_max)
-    allowed = torch.arange(width * block_size)[None, None, :] <= query_pos[:, :, None]  # causal
-    allowed[:, :, 0] |= query_pos < 0  # padded query rows attend somewhere harmless (discarded)
-    padded = torch.tensor([tables[b][:width] + [0] * (width - len(tables[b][:width])) for b in members])
-    return _AttentionGroup(torch.tensor(token_index), torch.tensor(rows), padded, allowed[:, None],
-                           len(members), q_max)
-
-
 @torch.inference_mode()
 def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[int], int]]) -> torch.Tensor:
     """Return next-token logits [len(batch), vocab]: one forward pass over every sequence's new tokens.
 
     batch: (seq_id, new token ids, start position) per sequence; the new tokens' KV slots must
-    already be reserved in `cache` (positions start .. start + n − 1). Linear layers run on the
-    flat [total_tokens, n_embd] matrix (no padding). Attention runs per group, decodes (one
-    query each) apart from prefill chunks, as engines use a decode kernel and a prefill kernel:
-    within a group, queries are padded to the longest chunk and keys to the longest context and
-    the padding is masked, so each sequence sees only its own earlier tokens.
+    already be reserved in `cache` (positions start .. start + n − 1). The step's
+    `paged.PagedContext` (slot mapping, block tables, masks) is built once; the model runs on the
+    packed [1, total_tokens] batch (no padding in the linear layers) and each sequence's last
+    position gives its logits.
     """
-    cfg = model.config
-    n_head, head_dim = cfg.n_head, cfg.head_dim
-    lengths = [len(toks) for _, toks, _ in batch]
-    if not batch or min(lengths) < 1:
-        raise ValueError(f"every sequence in the batch needs ≥ 1 new token, got lengths {lengths}")
-    starts = [start for _, _, start in batch]
-    if max(s + n for s, n in zip(starts, lengths)) > cfg.n_positions:
-        raise ValueError(f"a context of {max(s + n for s, n in zip(starts, lengths))} tokens exceeds "
-                         f"n_positions={cfg.n_positions}")
-    bs = cache.block_size
-    tables = [cache.block_table(sid) for sid, _, _ in batch]
-    # Slot of token t: block_table[t // bs] * bs + t % bs (plain Python: a few dozen integers
-    # per step; building them as tensors per sequence would cost more than the model).
-    new_slots = torch.tensor([table[t // bs] * bs + t % bs
-                              for table, s, n in zip(tables, starts, lengths) for t in range(s, s + n)])
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    decodes = [b for b, n in enumerate(lengths) if n == 1]
-    prefills = [b for b, n in enumerate(lengths) if n > 1]
-    groups = [_group(m, offsets, tables, starts, lengths, bs) for m in (decodes, prefills) if m]
-    tokens = torch.tensor([t for _, toks, _ in batch for t in toks])
-    positions = torch.tensor([p for s, n in zip(starts, lengths) for p in range(s, s + n)])
-
-    x = model.wte(tokens) + model.wpe(positions)  # [T, n_embd]
-    for layer, block in enumerate(model.blocks):
-        q, k, v = block.attn.qkv(block.ln_1(x)).split(cfg.n_embd, dim=-1)
-        q, k, v = (z.view(-1, n_head, head_dim) for z in (q, k, v))  # [T, heads, d]
-        cache.write(layer, new_slots, k, v)
-        y = torch.empty_like(q)
-        for g in groups:
-            # Each sequence's blocks in logical order: [B, width, bs, H, d] -> [B, H, width * bs, d]
-            k_all = cache.k_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
-            v_all = cache.v_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
-            q_pad = q.new_zeros(g.n_seq * g.q_max, n_head, head_dim)
-            q_pad[g.rows] = q[g.token_index]
-            q_pad = q_pad.view(g.n_seq, g.q_max, n_head, head_dim).transpose(1, 2)  # [B, H, Q, d]
-            out = F.scaled_dot_product_attention(q_pad, k_all, v_all, attn_mask=g.mask)
-            y[g.token_index] = out.transpose(1, 2).reshape(-1, n_head, head_dim)[g.rows]
-        x = x + block.attn.proj(y.view(-1, cfg.n_embd))
-        x = x + block.mlp(block.ln_2(x))
-    last = torch.tensor(offsets[1:]) - 1
-    return model.ln_f(x[last]) @ model.wte.weight.T
+    if not batch:
+        raise ValueError("batch must hold at least one (seq_id, tokens, start)")
+    tokens = [t for _, toks, _ in batch for t in toks]
+    ctx = PagedContext(cache, [(sid, start, len(toks)) for sid, toks, start in batch])
+    hidden = model.hidden_states(torch.tensor([tokens]), ctx=ctx)  # [1, T, n_embd]
+    return model.head(hidden[0, ctx.last_index])
 
 
 @dataclass
@@ -368,22 +306,28 @@ class Engine:
     def __init__(self, model: GPT, num_blocks: int, block_size: int = 16, max_num_seqs: int = 16,
                  max_num_batched_tokens: int = 512, policy: str = "continuous",
                  chunked_prefill: bool = False, prefix_caching: bool = False, clock: str = "wall"):
-        if clock not in ("wall", "cpu", "steps"):
-            raise ValueError(f"clock must be 'wall', 'cpu' or 'steps', got {clock!r}")
+        if not isinstance(model, GPT):
+            raise TypeError(f"model must be a gpt.GPT, got {type(model).__name__}")
+        validate.one_of("clock", clock, ("wall", "cpu", "steps"))
+        validate.one_of("prefix_caching", prefix_caching, (True, False))
         self.model = model.eval()
         dtype = next(model.parameters()).dtype
-        self.cache = EnginePagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
+        self.cache = PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
         self.prefix_cache = PrefixCache(self.cache.allocator) if prefix_caching else None
         self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, policy,
                                    chunked_prefill, self.prefix_cache)
         self.clock = clock
 
     def _check(self, request: Request) -> None:
+        """Refuse a request this engine could never finish (instead of looping on it)."""
+        if not isinstance(request, Request):
+            raise TypeError(f"requests must be engine.Request objects, got {type(request).__name__}")
+        validate.token_ids("prompt", request.prompt, self.model.config.vocab_size)
         total = len(request.prompt) + request.max_new_tokens
         if total - 1 > self.model.config.n_positions:
             raise ValueError(f"request {request.request_id}: prompt + max_new_tokens − 1 = {total - 1} "
                              f"exceeds n_positions={self.model.config.n_positions}")
-        blocks = self.cache.allocator.blocks_for(total - 1)
+        blocks = ceil_div(total - 1, self.cache.block_size)
         if blocks > self.cache.allocator.num_blocks:
             raise ValueError(f"request {request.request_id} needs {blocks} KV blocks, the pool has "
                              f"{self.cache.allocator.num_blocks}; it could never run")
@@ -394,11 +338,14 @@ class Engine:
 
     def run(self, requests: list[Request]) -> EngineResult:
         """Serve every request to completion; return outputs, metrics and the per-step timeline."""
+        requests = list(requests)
+        if not requests:
+            raise ValueError("requests must hold at least one Request")
+        for r in requests:
+            self._check(r)
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
             raise ValueError("request_ids must be unique")
-        for r in requests:
-            self._check(r)
         pending = deque(sorted((Sequence.from_request(r) for r in requests),
                                key=lambda s: s.request.arrival_time))
         sched, seqs = self.scheduler, {}
@@ -489,6 +436,16 @@ def mixed_workload(n_requests: int, vocab: int | None = None, prompts: list[list
     """
     if (vocab is None) == (prompts is None):
         raise ValueError("give exactly one of vocab (random prompts) or prompts (token lists to slice)")
+    validate.non_negative_int("n_requests", n_requests)
+    if vocab is not None:
+        validate.positive_int("vocab", vocab)
+    low, high = (validate.positive_int(f"prompt_len[{i}]", v) for i, v in enumerate(prompt_len))
+    if low > high:
+        raise ValueError(f"prompt_len must be (low, high) with low ≤ high, got {prompt_len}")
+    validate.finite_float("mean_output", mean_output, minimum=1.0)
+    validate.positive_int("max_output", max_output)
+    if rate is not None and validate.finite_float("rate", rate) <= 0:
+        raise ValueError(f"rate must be > 0 requests per clock unit, got {rate}")
     rng = np.random.default_rng(seed)
     t, requests = 0.0, []
     for i in range(n_requests):

@@ -4,21 +4,33 @@ The model is the GPT-2 of Radford et al. (2019): learned position embeddings, pr
 blocks, tanh-GELU MLP, tied input/output embeddings. `load_hf_gpt2` copies the weights of a
 Hugging Face `GPT2LMHeadModel` into it, so the two compute the same function.
 
-Attention takes an optional cache object with one method,
-`update(layer, k_new, v_new, pos) -> (k, v)`, that stores the new keys/values at positions
-`pos .. pos + t - 1` and returns all keys/values `0 .. pos + t - 1`. `kv_cache.KVCache`
-(preallocated), `kv_cache.ConcatKVCache` (grows by concatenation) and the paged cache of the
-PagedAttention chapter all implement it.
+The attention seam. The model never knows where keys and values live. Each forward pass gets
+one explicit *attention context* and every layer calls ``ctx.attend(layer, q, k, v) -> y``
+(q, k, v, y: ``[batch, t, heads, head_dim]``); the context stores this step's keys and values
+wherever its cache keeps them and returns the attention output. Implementations:
+
+* `CausalContext` (the default, no cache): each row attends causally to its own tokens.
+* `kv_cache.KVCache.begin_step(pos, n)`: a contiguous cache, one tensor per layer.
+* `paged.PagedContext`: a paged cache; slot mapping and block tables are built once per step
+  (the engine's packed batch, or a `SequenceCacheView` / `BatchCacheView`).
+
+A context carries `positions` (LongTensor ``[t]``, or ``[batch, t]`` per token) and `batch`
+(the rows it serves, or None for any). ``GPT.forward(tokens, cache=c, pos=p)`` is shorthand for
+``ctx = c.begin_step(p, t)``, ``GPT.forward(tokens, ctx.positions, ctx)``, ``c.end_step(ctx)``:
+a step begins and ends explicitly, never by guessing from the layer index.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from . import validate
 
 
 @dataclass(frozen=True)
@@ -34,8 +46,8 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"GPTConfig.{name} must be positive, got {getattr(self, name)}")
+            validate.positive_int(f"GPTConfig.{name}", getattr(self, name))
+        validate.finite_float("GPTConfig.layer_norm_eps", self.layer_norm_eps, minimum=0.0)
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}"
@@ -70,6 +82,30 @@ class AttentionCounter:
         self.query_rows = self.dot_products = self.calls = 0
 
 
+class AttentionContext(Protocol):
+    """One forward pass's attention: where keys/values are stored and which ones are read."""
+
+    batch: int | None  # rows of `tokens` this context serves (None: any number)
+    positions: torch.Tensor  # [t] (shared by every row) or [batch, t]: each token's position
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q, k, v: [batch, t, heads, head_dim] of this step; return y of the same shape."""
+        ...
+
+
+class CausalContext:
+    """No cache: each row attends causally to its own tokens (positions pos .. pos + t − 1)."""
+
+    batch = None
+
+    def __init__(self, positions: torch.Tensor):
+        self.positions = positions
+
+    def attend(self, layer, q, k, v):
+        # [batch, t, heads, d] -> [batch, heads, t, d] and back
+        return causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
@@ -79,18 +115,13 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.proj = nn.Linear(config.n_embd, config.n_embd)
 
-    def forward(self, x, cache=None, pos: int = 0, counter: AttentionCounter | None = None):
-        """x: [batch, t, n_embd] for positions pos .. pos + t - 1. Returns [batch, t, n_embd]."""
+    def forward(self, x, ctx: AttentionContext):
+        """x: [batch, t, n_embd]. Returns [batch, t, n_embd]; keys/values go through `ctx`."""
         batch, t, n_embd = x.shape
         q, k, v = self.qkv(x).split(n_embd, dim=-1)
-        # [batch, t, n_embd] -> [batch, n_head, t, head_dim]
-        q, k, v = (z.view(batch, t, self.n_head, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v, pos)  # now [batch, n_head, pos + t, head_dim]
-        if counter is not None and self.layer == 0:
-            counter.record(t, k.shape[-2])
-        y = causal_attention(q, k, v)
-        return self.proj(y.transpose(1, 2).reshape(batch, t, n_embd))
+        q, k, v = (z.view(batch, t, self.n_head, self.head_dim) for z in (q, k, v))
+        y = ctx.attend(self.layer, q, k, v)  # [batch, t, n_head, head_dim]
+        return self.proj(y.reshape(batch, t, n_embd))
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -125,8 +156,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, pos=0, counter=None):
-        x = x + self.attn(self.ln_1(x), cache, pos, counter)
+    def forward(self, x, ctx: AttentionContext):
+        x = x + self.attn(self.ln_1(x), ctx)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -153,30 +184,84 @@ class GPT(nn.Module):
 
     def forward(
         self,
-        idx: torch.Tensor,
+        tokens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        ctx: AttentionContext | None = None,
+        last_only: bool = False,
+        *,
         cache=None,
         pos: int = 0,
-        last_only: bool = False,
     ) -> torch.Tensor:
-        """idx: [batch, t] token ids at positions pos .. pos + t - 1.
+        """Return logits [batch, t, vocab] for token ids `tokens` [batch, t].
 
-        Returns logits [batch, t, vocab] (or [batch, 1, vocab] with `last_only`, which skips
-        the output projection for every position but the last, as decoding needs).
+        `positions`: [t] or [batch, t] (default: the context's, else pos .. pos + t − 1);
+        `ctx`: the attention context (default `CausalContext`, no cache). `cache=`, `pos=`:
+        shorthand that begins a step on `cache` at `pos`, runs it and ends it (see the module
+        docstring). `last_only` keeps only each row's last position (what decoding needs) and
+        skips the output projection of the others.
         """
-        t = idx.shape[1]
+        x = self.hidden_states(tokens, positions, ctx, cache=cache, pos=pos)
+        if last_only:
+            x = x[:, -1:, :]
+        return self.head(x)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Return logits [..., vocab] of final hidden states x [..., n_embd] (tied embeddings)."""
+        return x @ self.wte.weight.T
+
+    def hidden_states(self, tokens, positions=None, ctx=None, *, cache=None, pos: int = 0):
+        """Return the final hidden states [batch, t, n_embd] (after `ln_f`); arguments as `forward`."""
+        validate.token_tensor("tokens", tokens, self.config.vocab_size)
+        batch, t = tokens.shape
+        if cache is not None:
+            if ctx is not None or positions is not None:
+                raise ValueError("give either cache= (with pos=) or ctx= (with positions), not both")
+            self._check_span(validate.non_negative_int("pos", pos), t)
+            validate.same("tokens.shape[0]", batch, getattr(cache, "batch", None) or batch,
+                          "equal the cache's batch (a cache is never broadcast over rows)")
+            ctx = cache.begin_step(pos, t)
+            x = self._run(tokens, ctx.positions, ctx)
+            cache.end_step(ctx)
+            return x
+        if ctx is not None and not hasattr(ctx, "attend"):
+            raise TypeError(f"ctx must be an attention context (with .attend), got {type(ctx).__name__}; "
+                            "pass a cache as cache=, with pos=")
+        if ctx is None:
+            if positions is None:
+                self._check_span(validate.non_negative_int("pos", pos), t)
+                positions = torch.arange(pos, pos + t, device=tokens.device)
+            ctx = CausalContext(positions)
+        validate.same("tokens.shape[0]", batch, ctx.batch or batch,
+                      "equal the context's batch (a cache is never broadcast over rows)")
+        if positions is None:
+            positions = ctx.positions
+        self._check_positions(positions, batch, t)
+        return self._run(tokens, positions, ctx)
+
+    def _check_span(self, pos: int, t: int) -> None:
         if pos + t > self.config.n_positions:
             raise ValueError(
                 f"positions {pos}..{pos + t - 1} exceed n_positions={self.config.n_positions}; "
                 "generate fewer tokens or use a model with a longer context"
             )
-        positions = torch.arange(pos, pos + t, device=idx.device)
-        x = self.wte(idx) + self.wpe(positions)
+
+    def _check_positions(self, positions, batch: int, t: int) -> None:
+        if not isinstance(positions, torch.Tensor):
+            raise TypeError(f"positions must be a LongTensor, got {type(positions).__name__}; "
+                            "pass a cache as cache=, with pos=")
+        if positions.shape not in ((t,), (batch, t)):
+            raise ValueError(f"positions must be a tensor of shape [{t}] or [{batch}, {t}], got "
+                             f"{getattr(positions, 'shape', positions)!r}")
+        validate.int_tensor("positions", positions, 0, self.config.n_positions,
+                            f"positions below n_positions={self.config.n_positions}")
+
+    def _run(self, tokens, positions, ctx) -> torch.Tensor:
+        if positions.dim() == 1:  # one sequence per row, positions positions[0] .. positions[-1]
+            self.counter.record(tokens.shape[1], int(positions[-1]) + 1)
+        x = self.wte(tokens) + self.wpe(positions)
         for block in self.blocks:
-            x = block(x, cache, pos, self.counter)
-        x = self.ln_f(x)
-        if last_only:
-            x = x[:, -1:, :]
-        return x @ self.wte.weight.T  # tied embeddings
+            x = block(x, ctx)
+        return self.ln_f(x)
 
 
 def num_parameters(model: nn.Module) -> int:

@@ -1,6 +1,10 @@
 """The KV cache: keys and values of past tokens, kept so each new token is attended, not recomputed.
 
-Two implementations of the same protocol, `update(layer, k_new, v_new, pos) -> (k, v)`:
+Two contiguous caches behind the model's attention seam (see `gpt`): a forward pass over
+positions pos .. pos + n − 1 runs between ``ctx = cache.begin_step(pos, n)`` and
+``cache.end_step(ctx)``; every layer calls ``ctx.attend(layer, q, k, v)``, which stores the
+step's keys/values with ``cache.update(layer, k, v, pos)`` and attends over positions
+0 .. pos + n − 1. ``GPT.forward(tokens, cache=cache, pos=pos)`` does the three calls.
 
 * `KVCache` preallocates one tensor per layer for the longest sequence and writes in place,
   as production engines do (vLLM preallocates its whole pool at start-up).
@@ -12,6 +16,27 @@ Two implementations of the same protocol, `update(layer, k_new, v_new, pos) -> (
 from __future__ import annotations
 
 import torch
+
+from . import validate
+from .gpt import causal_attention
+
+
+class CacheStep:
+    """The attention context of one step on a contiguous cache: positions pos .. pos + n − 1."""
+
+    def __init__(self, cache, pos: int, n: int):
+        self.cache, self.pos, self.n = cache, pos, n
+        self.batch = cache.batch
+        self.positions = torch.arange(pos, pos + n, device=cache.device)
+
+    @property
+    def stop(self) -> int:
+        return self.pos + self.n
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q, k, v: [batch, n, heads, d]; store k, v; return causal attention [batch, n, heads, d]."""
+        keys, values = self.cache.update(layer, k.transpose(1, 2), v.transpose(1, 2), self.pos)
+        return causal_attention(q.transpose(1, 2), keys, values).transpose(1, 2)
 
 
 class KVCache:
@@ -29,12 +54,12 @@ class KVCache:
     ):
         for name, value in [("n_layers", n_layers), ("batch", batch), ("n_heads", n_heads),
                             ("max_len", max_len), ("head_dim", head_dim)]:
-            if value <= 0:
-                raise ValueError(f"KVCache {name} must be positive, got {value}")
+            validate.positive_int(name, value)
         shape = (n_layers, batch, n_heads, max_len, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.max_len = max_len
+        self.n_layers, self.batch, self.max_len = n_layers, batch, max_len
+        self.device = self.k.device
         self.length = 0  # positions 0 .. length - 1 hold valid keys/values
 
     @classmethod
@@ -42,20 +67,44 @@ class KVCache:
         """Return a cache shaped for a `gpt.GPTConfig`."""
         return cls(config.n_layer, batch, config.n_head, max_len, config.head_dim, dtype, device)
 
-    def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
-        """Store k_new, v_new ([batch, heads, t, d]) at positions pos..pos+t-1; return all keys/values."""
-        t = k_new.shape[-2]
-        if pos + t > self.max_len:
+    def begin_step(self, pos: int, n: int) -> CacheStep:
+        """Return the attention context that writes positions pos .. pos + n − 1.
+
+        pos ≤ length: a step appends (pos == length) or rewrites from pos on (pos < length,
+        e.g. rolling back rejected speculative tokens). Nothing changes until `end_step`.
+        """
+        pos, n = validate.non_negative_int("pos", pos), validate.positive_int("n", n)
+        self._check_span(pos, n)
+        return CacheStep(self, pos, n)
+
+    def end_step(self, step: CacheStep) -> None:
+        """Close `step`: the cache now holds positions 0 .. pos + n − 1."""
+        if step.cache is not self:
+            raise ValueError("end_step got a step of another cache")
+        self.length = step.stop
+
+    def _check_span(self, pos: int, n: int) -> None:
+        if pos + n > self.max_len:
             raise ValueError(
-                f"KVCache is full: writing positions {pos}..{pos + t - 1} but max_len={self.max_len}; "
+                f"KVCache is full: writing positions {pos}..{pos + n - 1} but max_len={self.max_len}; "
                 "allocate the cache with a larger max_len"
             )
         if pos > self.length:
             raise ValueError(f"KVCache gap: writing at position {pos} but only {self.length} are filled")
+
+    def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
+        """Store k_new, v_new ([batch, heads, t, d]) at positions pos..pos+t−1 of `layer`; return
+        the layer's keys/values for positions 0..pos+t−1. `length` changes only at `end_step`."""
+        if k_new.shape != v_new.shape or k_new.shape[:2] != self.k.shape[1:3] or k_new.shape[3] != self.k.shape[4]:
+            raise ValueError(f"k_new and v_new must both be [batch={self.batch}, heads={self.k.shape[2]}, t, "
+                             f"d={self.k.shape[4]}], got {tuple(k_new.shape)} and {tuple(v_new.shape)}")
+        validate.integer("layer", layer, 0, self.n_layers - 1)
+        pos = validate.non_negative_int("pos", pos)
+        t = k_new.shape[-2]
+        if pos + t > self.max_len:
+            raise ValueError(f"KVCache is full: writing positions {pos}..{pos + t - 1} but max_len={self.max_len}")
         self.k[layer, :, :, pos:pos + t] = k_new
         self.v[layer, :, :, pos:pos + t] = v_new
-        if layer == self.k.shape[0] - 1:  # the last layer closes the step
-            self.length = pos + t
         return self.k[layer, :, :, :pos + t], self.v[layer, :, :, :pos + t]
 
     @property
@@ -67,26 +116,42 @@ class KVCache:
 class ConcatKVCache:
     """Cache that grows by concatenation: one list entry per layer, replaced at every step."""
 
+    batch = None  # any batch, fixed by the first step
+
     def __init__(self, n_layers: int):
-        if n_layers <= 0:
-            raise ValueError(f"ConcatKVCache n_layers must be positive, got {n_layers}")
+        self.n_layers = validate.positive_int("n_layers", n_layers)
         self.k: list[torch.Tensor | None] = [None] * n_layers
         self.v: list[torch.Tensor | None] = [None] * n_layers
+        self.length = 0
+        self.device = None
 
     @classmethod
     def for_model(cls, config, batch: int = 1, max_len: int = 0, dtype=None, device=None):
         """Return a cache for a `gpt.GPTConfig` (batch, max_len, dtype, device are not needed)."""
         return cls(config.n_layer)
 
-    @property
-    def length(self) -> int:
-        return 0 if self.k[-1] is None else self.k[-1].shape[-2]
+    def begin_step(self, pos: int, n: int) -> CacheStep:
+        """Return the attention context that appends positions pos .. pos + n − 1 (pos == length)."""
+        pos, n = validate.non_negative_int("pos", pos), validate.positive_int("n", n)
+        if pos != self.length:
+            raise ValueError(f"ConcatKVCache can only append: got pos={pos}, holds {self.length} positions")
+        return CacheStep(self, pos, n)
+
+    def end_step(self, step: CacheStep) -> None:
+        """Close `step`: the cache now holds positions 0 .. pos + n − 1."""
+        if step.cache is not self:
+            raise ValueError("end_step got a step of another cache")
+        self.length = step.stop
 
     def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
         """Append k_new, v_new ([batch, heads, t, d]) after the cached positions; return all."""
+        validate.integer("layer", layer, 0, self.n_layers - 1)
         have = 0 if self.k[layer] is None else self.k[layer].shape[-2]
         if pos != have:
             raise ValueError(f"ConcatKVCache can only append: got pos={pos}, holds {have} positions")
+        if self.k[layer] is not None and k_new.shape[:2] != self.k[layer].shape[:2]:
+            raise ValueError(f"k_new has batch/heads {tuple(k_new.shape[:2])}, the cache holds "
+                             f"{tuple(self.k[layer].shape[:2])}")
         if self.k[layer] is None:
             self.k[layer], self.v[layer] = k_new, v_new
         else:

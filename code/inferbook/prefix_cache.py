@@ -42,6 +42,8 @@ from typing import Sequence
 
 import numpy as np
 
+from . import validate
+from .arith import ceil_div
 from .paged import BlockAllocator, PagedKVCache
 
 ROOT_HASH = 0  # the "parent" of the first block
@@ -49,16 +51,16 @@ ROOT_HASH = 0  # the "parent" of the first block
 
 def hash_block(parent_hash: int, block_tokens: Sequence[int]) -> int:
     """Return the hash of a block given its parent's hash: covers the whole prefix so far."""
-    h = hashlib.sha256(int(parent_hash).to_bytes(8, "little"))
+    parent_hash = validate.integer("parent_hash", parent_hash, 0, 2**64 - 1)
+    h = hashlib.sha256(parent_hash.to_bytes(8, "little"))
     h.update(np.asarray(block_tokens, dtype=np.int64).tobytes())
     return int.from_bytes(h.digest()[:8], "little")
 
 
 def block_hashes(tokens: Sequence[int], block_size: int = 16) -> list[int]:
     """Return the chained hashes of the full blocks of `tokens` (len(tokens) // block_size of them)."""
-    if block_size <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    tokens = list(tokens)
+    block_size = validate.positive_int("block_size", block_size)
+    tokens = validate.int_list("tokens", tokens, minimum=0)
     hashes, parent = [], ROOT_HASH
     for start in range(0, len(tokens) - block_size + 1, block_size):
         parent = hash_block(parent, tokens[start:start + block_size])
@@ -70,6 +72,8 @@ class PrefixCache:
     """Index of full KV blocks by chained hash, evicted least-recently-used through the allocator."""
 
     def __init__(self, allocator: BlockAllocator):
+        if not isinstance(allocator, BlockAllocator):
+            raise TypeError(f"allocator must be a paged.BlockAllocator, got {type(allocator).__name__}")
         if allocator.hook is not None:
             raise ValueError("this allocator already has a prefix cache")
         self.allocator = allocator
@@ -103,9 +107,10 @@ class PrefixCache:
 
     def lookup(self, tokens: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """Return the blocks of the longest cached prefix of `tokens` (≤ max_tokens tokens); no refs taken."""
-        limit = len(tokens) if max_tokens is None else min(max_tokens, len(tokens))
+        tokens = validate.int_list("tokens", tokens, minimum=0)
+        limit = len(tokens) if max_tokens is None else min(validate.integer("max_tokens", max_tokens), len(tokens))
         blocks = []
-        for h in block_hashes(list(tokens)[: limit - limit % self.block_size], self.block_size):
+        for h in block_hashes(tokens[: max(0, limit - limit % self.block_size)], self.block_size):
             block = self._block_of.get(h)
             if block is None:
                 break
@@ -118,6 +123,7 @@ class PrefixCache:
         At most len(tokens) − 1 tokens are reused: the last prompt token must run through the
         model to give the logits of the first new token.
         """
+        tokens = validate.int_list("tokens", tokens, minimum=0)
         blocks = self.lookup(tokens, max_tokens=len(tokens) - 1)
         for b in blocks:
             self.allocator.incref(b)  # a free cached block leaves the free list
@@ -131,17 +137,16 @@ class PrefixCache:
         A hash already indexed keeps its first block (the duplicate is simply not shared).
         """
         hashes = block_hashes(tokens, self.block_size)
+        block_table = validate.block_table("block_table", block_table, self.allocator.num_blocks)
         if len(block_table) < len(hashes):
             raise ValueError(f"{len(tokens)} tokens fill {len(hashes)} blocks but the table has {len(block_table)}")
-        new = 0
-        for h, b in zip(hashes, block_table):
-            if h in self._block_of:
-                continue
-            if b in self._hash_of:
-                raise ValueError(f"block {b} is already cached under another prefix")
+        fresh = [(h, b) for h, b in zip(hashes, block_table) if h not in self._block_of]
+        taken = [b for _, b in fresh if b in self._hash_of]
+        if taken:  # refuse before indexing anything
+            raise ValueError(f"block(s) {taken} are already cached under another prefix")
+        for h, b in fresh:
             self._block_of[h], self._hash_of[b] = b, h
-            new += 1
-        return new
+        return len(fresh)
 
 
 # --- fork after prefill ------------------------------------------------------------------------
@@ -158,28 +163,26 @@ def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[in
 
     from .paged import BatchCacheView
 
-    if len(prompt) == 0 or not completions or any(len(c) == 0 for c in completions):
-        raise ValueError("need a non-empty prompt and at least one non-empty completion")
-    if batch and len({len(c) for c in completions}) != 1:
-        raise ValueError("batch=True needs completions of equal length")
+    prompt, completions = _check_scoring(model, prompt, completions, batch)
+    block_size = validate.positive_int("block_size", block_size)
     cfg = model.config
     shared = len(prompt) // block_size  # full prompt blocks, never copied
-    per_fork = -(-(len(prompt) + max(len(c) for c in completions)) // block_size) - shared
-    num_blocks = -(-len(prompt) // block_size) + (len(completions) if batch else 1) * per_fork
+    per_fork = ceil_div(len(prompt) + max(len(c) for c in completions), block_size) - shared
+    num_blocks = ceil_div(len(prompt), block_size) + (len(completions) if batch else 1) * per_fork
     cache = PagedKVCache.for_model(cfg, num_blocks, block_size, dtype=next(model.parameters()).dtype)
     cache.add_sequence("prompt")
     with torch.inference_mode():
-        model(torch.tensor([list(prompt)]), cache=cache.view("prompt"), pos=0, last_only=True)
+        model(torch.tensor([prompt]), cache=cache.view("prompt"), pos=0, last_only=True)
         if batch:
             for i in range(len(completions)):
                 cache.fork("prompt", i)
             view = BatchCacheView(cache, list(range(len(completions))))
-            logits = model(torch.tensor([list(c) for c in completions]), cache=view, pos=len(prompt))
+            logits = model(torch.tensor(completions), cache=view, pos=len(prompt))
             return list(logits)
         out = []
         for i, c in enumerate(completions):
             cache.fork("prompt", i)
-            logits = model(torch.tensor([list(c)]), cache=cache.view(i), pos=len(prompt))
+            logits = model(torch.tensor([c]), cache=cache.view(i), pos=len(prompt))
             out.append(logits[0])
             cache.free_sequence(i)
     return out
@@ -189,25 +192,35 @@ def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence
     """Return each completion's logits [len(c), vocab] by running prompt + completion from scratch.
 
     Only the completion's positions go through the output projection, as in `score_forked`, so
-    the two differ only in the prompt's prefill (`GPT.forward` projects every position or the
-    last one; this runs its blocks and projects the tail). With `batch` (completions of one
-    length) all prompt + completion sequences run as one batch.
+    the two differ only in the prompt's prefill (`GPT.hidden_states` runs every position,
+    `GPT.head` projects the tail). With `batch` (completions of one length) all
+    prompt + completion sequences run as one batch.
     """
     import torch
 
-    if batch and len({len(c) for c in completions}) != 1:
-        raise ValueError("batch=True needs completions of equal length")
-    groups = [list(completions)] if batch else [[c] for c in completions]
+    prompt, completions = _check_scoring(model, prompt, completions, batch)
+    groups = [completions] if batch else [[c] for c in completions]
     out = []
     with torch.inference_mode():
         for group in groups:
-            idx = torch.tensor([list(prompt) + list(c) for c in group])
-            x = model.wte(idx) + model.wpe(torch.arange(idx.shape[1]))
-            for block in model.blocks:
-                x = block(x)
-            x = model.ln_f(x[:, len(prompt):])
-            out.extend(x @ model.wte.weight.T)
+            idx = torch.tensor([prompt + c for c in group])
+            out.extend(model.head(model.hidden_states(idx)[:, len(prompt):]))
     return out
+
+
+def _check_scoring(model, prompt, completions, batch: bool):
+    """Return (prompt, completions) as lists of token ids, checked against the model."""
+    vocab, limit = model.config.vocab_size, model.config.n_positions
+    prompt = validate.token_ids("prompt", prompt, vocab)
+    completions = [validate.token_ids(f"completions[{i}]", c, vocab) for i, c in enumerate(completions)]
+    if not prompt or not completions or any(not c for c in completions):
+        raise ValueError("need a non-empty prompt and at least one non-empty completion")
+    if batch and len({len(c) for c in completions}) != 1:
+        raise ValueError("batch=True needs completions of equal length")
+    if len(prompt) + max(map(len, completions)) > limit:
+        raise ValueError(f"prompt + completion of {len(prompt) + max(map(len, completions))} tokens "
+                         f"exceeds n_positions={limit}")
+    return prompt, completions
 
 
 # --- a simulated agent workload --------------------------------------------------------------

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import validate
 from .gpt import GPT
 from .kv_cache import KVCache
 
 
 def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return softmax(logits / temperature) over the last axis; one-hot argmax when temperature is 0."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be ≥ 0, got {temperature}")
+    temperature = validate.finite_float("temperature", temperature, minimum=0.0)
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     return torch.softmax(logits / temperature, dim=-1)
@@ -61,7 +61,11 @@ def verify(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
     if p.dim() != 3 or q.dim() != 3 or draft.dim() != 2:
         raise ValueError(f"need p [B, k+1, V], q [B, k, V], draft [B, k]; got {tuple(p.shape)}, "
                          f"{tuple(q.shape)}, {tuple(draft.shape)}")
+    if draft.dtype.is_floating_point or draft.dtype == torch.bool:
+        raise validate.ArgumentTypeError(f"draft must hold integer token ids, got dtype {draft.dtype}")
     batch, k = draft.shape
+    if draft.numel():
+        validate.int_tensor("draft", draft, 0, p.shape[-1], "token ids")
     if p.shape != (batch, k + 1, q.shape[-1]) or q.shape != (batch, k, p.shape[-1]):
         raise ValueError(f"shapes disagree: p {tuple(p.shape)} must be [B, k+1, V] and q "
                          f"{tuple(q.shape)} [B, k, V] with draft [B={batch}, k={k}]")
@@ -113,16 +117,19 @@ class SpeculativeResult:
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """Return (1 − α^(k+1)) / (1 − α): tokens per target pass if each draft is accepted with prob α."""
-    if not 0 <= alpha <= 1 or k < 0:
-        raise ValueError(f"need 0 ≤ alpha ≤ 1 and k ≥ 0, got alpha={alpha}, k={k}")
+    alpha = validate.finite_float("alpha", alpha, 0.0, 1.0)
+    k = validate.non_negative_int("k", k)
     return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def _check_models(target: GPT, draft: GPT, prompt: torch.Tensor, new_tokens: int, k: int) -> None:
-    if prompt.dim() != 2 or prompt.shape[0] != 1 or prompt.shape[1] == 0:
-        raise ValueError(f"prompt must be [1, t] with t ≥ 1, got shape {tuple(prompt.shape)}")
-    if new_tokens < 1 or k < 0:
-        raise ValueError(f"need new_tokens ≥ 1 and k ≥ 0, got new_tokens={new_tokens}, k={k}")
+def _check_models(target: GPT, draft: GPT, prompt: torch.Tensor, new_tokens: int, k: int,
+                  temperature: float) -> None:
+    validate.token_tensor("prompt", prompt, min(target.config.vocab_size, draft.config.vocab_size))
+    if prompt.shape[0] != 1:
+        raise ValueError(f"prompt must be [1, t] (one sequence), got shape {tuple(prompt.shape)}")
+    validate.positive_int("new_tokens", new_tokens)
+    validate.non_negative_int("k", k)
+    validate.finite_float("temperature", temperature, minimum=0.0)
     if target.config.vocab_size != draft.config.vocab_size:
         raise ValueError(f"target and draft vocabularies differ: {target.config.vocab_size} vs "
                          f"{draft.config.vocab_size}")
@@ -141,7 +148,8 @@ def speculative_generate(target: GPT, draft: GPT, prompt: torch.Tensor, new_toke
     target scores all of them in one pass, `verify` keeps a prefix and adds one token. Each
     model's KV cache is rolled back by overwriting from its first stale position.
     """
-    _check_models(target, draft, prompt, new_tokens, k)
+    _check_models(target, draft, prompt, new_tokens, k, temperature)
+    new_tokens, k, temperature = int(new_tokens), int(k), float(temperature)
     start = time.perf_counter()
     total = prompt.shape[1] + new_tokens
     dtype = next(target.parameters()).dtype
@@ -187,7 +195,8 @@ def sample_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, temperatu
 
     The baseline speculative decoding must match in distribution (and, at temperature 0, exactly).
     """
-    _check_models(model, model, prompt, new_tokens, 0)
+    _check_models(model, model, prompt, new_tokens, 0, temperature)
+    new_tokens, temperature = int(new_tokens), float(temperature)
     total = prompt.shape[1] + new_tokens
     cache = KVCache.for_model(model.config, 1, total, dtype=next(model.parameters()).dtype)
     tokens = prompt[0].tolist()
