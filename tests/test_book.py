@@ -5,10 +5,21 @@ outputs with the committed ones, so here the book is built from the committed ou
 (`execute_notebooks: off`) rather than executing everything a second time. `make book` executes.
 The build is strict: -W -n --keep-going --all, zero warnings.
 Screenshots are saved in test-artifacts/ (kept by CI as artifacts).
+
+Reading checks in the browser (headless Chromium): at 1280 px and 390 px no chapter, exercise,
+solution, errata or intro page scrolls sideways (code and tables may scroll inside their own box),
+no display equation is clipped at 1280 px, figures are sharp (>= 150 dpi) and legible at column
+width, every figure is captioned with alt text from its caption, every notebook page has an
+"Open in Colab" badge built from _config.yml, and embedded ipywidgets say they need a kernel.
+The static calculators (book/calculators/) are driven through their inputs on a grid and their
+answers compared with inferbook.sizing / inferbook.roofline.
 """
 
+import importlib.util
+import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +31,14 @@ from paths import ROOT
 ARTIFACTS = ROOT / "test-artifacts"
 TOC = (ROOT / "_toc.yml").read_text()
 CHAPTERS = [f"notebooks/{m}" for m in re.findall(r"file: notebooks/(\d\d_\w+)", TOC)]
+EXERCISES = re.findall(r"file: (notebooks/exercises/\w+)", TOC)
+SOLUTIONS = re.findall(r"file: (notebooks/solutions/\w+)", TOC)
+NOTEBOOK_PAGES = CHAPTERS + EXERCISES + SOLUTIONS
+READING_PAGES = ["book/intro", "book/errata"] + NOTEBOOK_PAGES
+needs_chromium = pytest.mark.skipif(not shutil.which("chromium"),
+                                    reason="chromium is not installed (apt-get install chromium)")
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +117,341 @@ def test_pages_in_headless_chromium(html):
                 problems.append(f"{chapter}: no Colab link")
         browser.close()
     assert not problems, "\n".join(problems)
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading checks: the page fits, math is whole, figures read, every figure is captioned.
+
+OVERFLOW_JS = r"""() => {
+  const doc = document.documentElement, cw = doc.clientWidth;
+  const clipsX = el => { for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      const s = getComputedStyle(p);
+      if (/(auto|scroll|hidden|clip)/.test(s.overflowX) || s.position === 'fixed') return true; }
+    return getComputedStyle(el).position === 'fixed'; };
+  const wide = [];
+  if (doc.scrollWidth > cw) {
+    for (const el of document.querySelectorAll('body *')) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.right > cw + 1 && !clipsX(el)) {
+        wide.push(`<${el.tagName.toLowerCase()} class="${el.className}"> right=${Math.round(r.right)}px `
+                  + JSON.stringify((el.textContent || '').trim().slice(0, 60)));
+      }
+    }
+  }
+  const math = [...document.querySelectorAll('mjx-container[display="true"]')]
+    .filter(c => c.scrollWidth > c.clientWidth + 1)
+    .map(c => `equation ${c.scrollWidth}px wide in a ${c.clientWidth}px box `
+              + JSON.stringify(c.textContent.slice(0, 60)));
+  const imgs = [...document.querySelectorAll('article img')].map(i => ({
+    src: i.getAttribute('src'), shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
+  return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs};
+}"""
+# matplotlib's default legend/tick text is 10 pt: its size on screen is 10 pt x dpi / 72 x the
+# factor the page shrinks the image by. 11 CSS px is about the smallest a reader can read.
+LEGEND_PT, MIN_TEXT_PX, MIN_DPI = 10, 11.0, 150
+
+
+def png_dpi(path: Path) -> float | None:
+    """Return the dots per inch stored in a PNG's pHYs chunk (matplotlib writes it), else None."""
+    data = path.read_bytes()
+    at = data.find(b"pHYs")
+    if at < 0:
+        return None
+    x_ppu, _y, unit = struct.unpack(">IIB", data[at + 4: at + 13])
+    return x_ppu * 0.0254 if unit == 1 else None
+
+
+def _browser(p):
+    return p.chromium.launch(executable_path=shutil.which("chromium"), args=BROWSER_ARGS)
+
+
+def _open(browser, url, width):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(url)
+    # inferbook.js sets this once MathJax has typeset and wide equations are fitted
+    page.wait_for_function("() => document.documentElement.dataset.ibMathFitted === '1'",
+                           timeout=30000)
+    return page
+
+
+@pytest.fixture(scope="module")
+def measured(html):
+    """Measure every reading page at 1280 px and 390 px once: {(page, width): result}."""
+    from playwright.sync_api import sync_playwright
+
+    results = {}
+    with sync_playwright() as p:
+        browser = _browser(p)
+        for name in READING_PAGES:
+            for width in (1280, 390):
+                page = _open(browser, (html / f"{name}.html").as_uri(), width)
+                results[name, width] = page.evaluate(OVERFLOW_JS)
+                page.close()
+        browser.close()
+    return results
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_page_scrolls_sideways(measured, width):
+    problems = [
+        f"{name} at {width}px: page is {r['scrollWidth']}px wide in a {r['clientWidth']}px window; "
+        + "; ".join(r["wide"])
+        for (name, w), r in measured.items() if w == width and r["scrollWidth"] > r["clientWidth"]
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+def test_no_display_equation_clipped_at_1280(measured):
+    problems = [f"{name}: {m}" for (name, w), r in measured.items() if w == 1280 for m in r["math"]]
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+def test_figures_sharp_and_legible_at_1280(measured, html):
+    problems = []
+    for (name, width), r in measured.items():
+        if width != 1280:
+            continue
+        for img in r["imgs"]:
+            src = img["src"] or ""
+            if not src.endswith(".png") or not img["natural"]:
+                continue
+            dpi = png_dpi((html / name).parent / src)
+            if dpi is None:
+                continue
+            text_px = LEGEND_PT * dpi / 72 * img["shown"] / img["natural"]
+            if dpi < MIN_DPI - 1 or text_px < MIN_TEXT_PX:
+                problems.append(f"{name}: {Path(src).name[:12]}… drawn at {dpi:.0f} dpi, shown "
+                                f"{img['shown']:.0f}px of {img['natural']}px: 10 pt text is "
+                                f"{text_px:.1f}px (need >= {MIN_DPI} dpi and >= {MIN_TEXT_PX}px)")
+    assert not problems, "\n".join(problems)
+
+
+class _Figures(__import__("html.parser").parser.HTMLParser):
+    """Collect each <img> of the article with its alt text and whether a caption encloses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.in_article, self.figures, self.images = 0, [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "article":
+            self.in_article += 1
+        elif tag == "figure" and self.in_article:
+            self.figures.append({"caption": False, "images": []})
+        elif tag == "figcaption" and self.figures:
+            self.figures[-1]["caption"] = True
+        elif tag == "img" and self.in_article:
+            image = {"src": attrs.get("src", ""), "alt": (attrs.get("alt") or "").strip()}
+            (self.figures[-1]["images"] if self.figures else self.images).append(image)
+
+    def handle_endtag(self, tag):
+        if tag == "article":
+            self.in_article -= 1
+        elif tag == "figure" and self.figures:
+            figure = self.figures.pop()
+            for image in figure["images"]:
+                image["captioned"] = figure["caption"]
+                self.images.append(image)
+
+
+def test_every_chapter_figure_has_caption_and_alt_text(html):
+    problems = []
+    for chapter in CHAPTERS:
+        parser = _Figures()
+        parser.feed((html / f"{chapter}.html").read_text())
+        for image in parser.images:
+            name = Path(image["src"]).name
+            if not image.get("captioned"):
+                problems.append(f"{chapter}: figure {name[:12]}… has no caption "
+                                "(glue it and use {glue:figure} with a caption)")
+            alt = image["alt"]
+            if not alt or re.fullmatch(r"(\.\./)*(_images/)?[0-9a-f]{32,}(\.\w+)?", alt):
+                problems.append(f"{chapter}: figure {name[:12]}… alt text is {alt!r}")
+    assert not problems, "\n".join(problems)
+
+
+def _config_value(key: str) -> str:
+    config = (ROOT / "_config.yml").read_text()
+    block = config[config.index("repository:"):]
+    return re.search(rf"^\s+{key}:\s*(\S+)", block, re.M).group(1)
+
+
+def test_colab_badge_on_every_notebook_page(html):
+    repo = _config_value("url").removeprefix("https://github.com/")
+    branch = _config_value("branch")
+    for name in CHAPTERS + EXERCISES:
+        page = (html / f"{name}.html").read_text()
+        badge = re.search(r'<a class="ib-colab-badge" href="([^"]+)"', page)
+        assert badge, f"{name}: no Open in Colab badge"
+        assert badge.group(1) == (f"https://colab.research.google.com/github/{repo}/blob/"
+                                  f"{branch}/{name}.ipynb"), name
+        # the badge comes first: before the first code cell of the page
+        assert page.index("ib-colab-badge") < page.find('class="cell'), name
+
+
+def test_kernel_only_widgets_say_so(html):
+    for name in NOTEBOOK_PAGES:
+        page = (html / f"{name}.html").read_text()
+        n_widgets = page.count('<script type="application/vnd.jupyter.widget-view+json">')
+        assert page.count('class="ib-kernel-note"') >= n_widgets, name
+
+
+def test_calculator_presets_served(html):
+    presets = (html / "_static" / "calculators" / "presets.js").read_text()
+    assert json.loads(presets.split("=", 1)[1].rstrip().rstrip(";")) == _export().presets()
+    for name in ("kv_calculator.js", "roofline_knob.js", "calculators.css"):
+        assert (html / "_static" / "calculators" / name).is_file(), name
+    for name in READING_PAGES:   # embedded calculators load their scripts from the book
+        page = (html / f"{name}.html").read_text()
+        if "data-inferbook-calc=" in page:
+            assert "_static/calculators/presets.js" in page, name
+            assert "cdn" not in " ".join(re.findall(r'src="([^"]+)"', page)).lower(), name
+
+
+# ----------------------------------------------------------------------------------------------
+# The static calculators compute what inferbook computes.
+
+def _export():
+    spec = importlib.util.spec_from_file_location("export_presets", ROOT / "tools" / "export_presets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def calculator_page(tmp_path_factory):
+    """A standalone page with both calculators, built from book/calculators/ as a chapter embeds them."""
+    out = tmp_path_factory.mktemp("calculators")
+    for f in (ROOT / "book" / "calculators").iterdir():
+        shutil.copy(f, out / f.name)
+    export = _export()
+    (out / "presets.js").write_text(export.as_js(export.presets()))
+    (out / "index.html").write_text(
+        '<!doctype html><html><head><meta charset="utf-8"><link rel="stylesheet" href="calculators.css">'
+        '<script src="presets.js"></script><script src="kv_calculator.js"></script>'
+        '<script src="roofline_knob.js"></script></head><body>'
+        '<div data-inferbook-calc="kv-cache"></div><div data-inferbook-calc="roofline"></div>'
+        "</body></html>")
+    return (out / "index.html").as_uri()
+
+
+def _kv_grid():
+    """Inputs covering MHA, GQA (split and replicated KV heads), MLA, sliding windows, every
+    dtype, invalid TP degrees, contexts inside and past the windows and the model limit."""
+    from inferbook.hardware import GPUS
+    from inferbook.models import MODELS
+    from inferbook.sizing import DTYPES
+
+    models, gpus, dtypes = list(MODELS), list(GPUS), list(DTYPES)
+    contexts, batches = [1, 1000, 4096, 4097, 32768, 131072, 200000], [1, 3, 8, 64, 512]
+    grid = []
+    for i, model in enumerate(models):
+        for j, n_gpus in enumerate([1, 2, 3, 4, 8, 7]):
+            k = i * 7 + j
+            grid.append(dict(model=model, gpu=gpus[k % len(gpus)], n_gpus=n_gpus,
+                             ctx_tokens=contexts[k % len(contexts)], batch=batches[k % len(batches)],
+                             kv_dtype=dtypes[k % len(dtypes)], weight_dtype=dtypes[(k // 3) % len(dtypes)],
+                             reserve_fraction=[0.1, 0.0, 0.25][k % 3]))
+    return grid
+
+
+def _kv_expected(q):
+    from inferbook import sizing
+
+    args = dict(kv_dtype=q["kv_dtype"], weight_dtype=q["weight_dtype"],
+                reserve_fraction=q["reserve_fraction"])
+    expected = {
+        "kv_bytes_per_token": sizing.kv_bytes_per_token(q["model"], q["kv_dtype"]),
+        "kv_bytes_total": sizing.kv_bytes(q["model"], q["ctx_tokens"], q["batch"], q["kv_dtype"]),
+        "min_tp_degree": sizing.min_tp_degree(q["model"], q["gpu"], q["ctx_tokens"], q["batch"],
+                                              **args) or "none",
+    }
+    if sizing.tp_problem(q["model"], q["n_gpus"]):
+        expected["verdict"] = "invalid"
+        return expected
+    r = sizing.fits(q["model"], q["gpu"], q["n_gpus"], q["ctx_tokens"], q["batch"], **args)
+    expected.update(
+        kv_bytes_per_gpu=r.kv_bytes_per_gpu, weight_bytes_per_gpu=r.weight_bytes_per_gpu,
+        reserve_bytes_per_gpu=r.reserve_bytes_per_gpu, used_bytes_per_gpu=r.used_bytes_per_gpu,
+        verdict="fits" if r.fits else "does-not-fit",
+        max_batch=sizing.max_batch(q["model"], q["gpu"], q["n_gpus"], q["ctx_tokens"], **args),
+        max_context=sizing.max_context(q["model"], q["gpu"], q["n_gpus"], q["batch"], **args),
+    )
+    return expected
+
+
+@needs_chromium
+def test_kv_calculator_matches_sizing(calculator_page):
+    from playwright.sync_api import sync_playwright
+
+    problems = []
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(calculator_page)
+        calc = page.locator('[data-inferbook-calc="kv-cache"]')
+        for q in _kv_grid():
+            for name in ("model", "gpu", "n_gpus", "kv_dtype", "weight_dtype"):
+                calc.locator(f'select[name="{name}"]').select_option(str(q[name]))
+            for name in ("ctx_tokens", "batch", "reserve_fraction"):
+                calc.locator(f'input[name="{name}"]').fill(str(q[name]))
+            shown = calc.evaluate("""root => Object.fromEntries(
+                [...root.querySelectorAll('[data-key]')].map(o => [o.dataset.key, o.dataset.value]))""")
+            for key, want in _kv_expected(q).items():
+                got = shown.get(key)
+                if str(got) != str(want):
+                    problems.append(f"{q}: {key} page {got} != inferbook {want}")
+        browser.close()
+    assert not errors, errors
+    assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:20])
+
+
+@needs_chromium
+def test_roofline_knob_matches_roofline(calculator_page):
+    from playwright.sync_api import sync_playwright
+
+    from inferbook.hardware import GPUS
+    from inferbook.models import MODELS
+    from inferbook.roofline import attainable_flops, bound, forward_cost
+
+    gpus = [n for n, g in GPUS.items() if g.fp16_tensor_flops]
+    models = [n for n, s in MODELS.items() if not s.is_mla]
+    problems = []
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(calculator_page)
+        knob = page.locator('[data-inferbook-calc="roofline"]')
+        for k, (batch, context) in enumerate([(1, 0), (1, 1024), (8, 4096), (64, 256), (512, 32768),
+                                              (200, 8192), (37, 1280)]):
+            for model in models[k % 3::3]:
+                gpu_name = gpus[(k + len(model)) % len(gpus)]
+                knob.locator('select[name="model"]').select_option(model)
+                knob.locator('select[name="gpu"]').select_option(gpu_name)
+                knob.locator('input[name="batch"]').fill(str(batch))
+                knob.locator('input[name="context"]').fill(str(context))
+                shown = knob.evaluate("""root => Object.fromEntries(
+                    [...root.querySelectorAll('[data-key]')].map(o => [o.dataset.key, o.dataset.value]))""")
+                s, g = MODELS[model], GPUS[gpu_name]
+                c = forward_cost(n_params=s.n_params, n_layer=s.num_hidden_layers,
+                                 d_attn=s.num_attention_heads * s.head_dim,
+                                 kv_dim=s.num_key_value_heads * s.head_dim,
+                                 batch=batch, new_tokens=1, past_tokens=context)
+                step_s = max(c.flops / g.fp16_tensor_flops, c.bytes_moved / g.hbm_bytes_per_s)
+                want = {"intensity": c.intensity, "ridge": g.ridge_flops_per_byte,
+                        "attainable_flops": attainable_flops(g, c.intensity), "step_s": step_s,
+                        "tokens_per_s": batch / step_s}
+                for key, value in want.items():
+                    if float(shown[key]) != pytest.approx(value, rel=1e-12):
+                        problems.append(f"{model} {gpu_name} b={batch} ctx={context}: {key} "
+                                        f"page {shown[key]} != inferbook {value}")
+                if shown["bound"] != bound(g, c.intensity):
+                    problems.append(f"{model} {gpu_name} b={batch} ctx={context}: bound")
+        browser.close()
+    assert not problems, "\n".join(problems[:20])

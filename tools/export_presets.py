@@ -38,6 +38,7 @@ def _model(spec) -> dict:
         "qk_rope_head_dim": spec.qk_rope_head_dim,
         "layer_windows": [[w, n] for w, n in windows.items()],
         "n_params": spec.n_params,
+        "embedding_params": sizing.embedding_params(spec),
         "max_position_embeddings": spec.max_position_embeddings,
         "source": spec.source,
     }

@@ -6,8 +6,9 @@
  * anywhere in the page (optional defaults: data-model, data-gpu, data-n-gpus, data-ctx,
  * data-batch, data-kv-dtype, data-weight-dtype). Works from file:// and from any HTML engine.
  *
- * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, fits, max_batch,
- * max_context, min_tp_degree, tp_problem); tests/test_book.py compares the two on a grid.
+ * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, weight_bytes,
+ * memory_budget, fits, max_batch, max_context, min_tp_degree, tp_problem) with chapter 2's
+ * budget (a reserve fraction, no runtime terms); tests/test_book.py compares the two on a grid.
  */
 (function () {
   "use strict";
@@ -57,12 +58,16 @@
 
   function kvBytesPerToken(m, dt) { return m.num_hidden_layers * layerBytes(m, dt); }
 
-  function weightBytes(m, dt) { return vectorBytes(dt, m.n_params); }
+  function weightBytes(m, dt) {                // below 16 bits, embeddings + LM head stay 16-bit
+    if (dt.bits >= 16) return vectorBytes(dt, m.n_params);
+    return vectorBytes(dt, m.n_params - m.embedding_params) + 2 * m.embedding_params;
+  }
 
-  function budget(g, n, m, wdt, reserveFraction) {
-    var reserve = Math.floor(g.hbm_bytes * reserveFraction);
+  function budget(g, n, m, wdt, reserveFraction) {  // sizing.memory_budget, no runtime terms
+    // usable = ceil(round(total x utilization, 6)): the rounding drops float noise
+    var usable = Math.ceil(Number((g.hbm_bytes * (1 - reserveFraction)).toFixed(6)));
     var weights = Math.ceil(weightBytes(m, wdt) / n);
-    return {reserve: reserve, weights: weights, left: g.hbm_bytes - reserve - weights};
+    return {reserve: g.hbm_bytes - usable, weights: weights, left: usable - weights};
   }
 
   function floorDiv(a, b) {                    // exact floor(a / b) for non-negative integers
@@ -90,8 +95,7 @@
       if (tpProblem(m, q.model, n) !== null) continue;
       out.valid_tp_degrees.push(n);
       var b = budget(g, n, m, wdt, q.reserve_fraction);
-      if (out.min_tp_degree === null &&
-          b.reserve + b.weights + kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, n) <= g.hbm_bytes) {
+      if (out.min_tp_degree === null && kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, n) <= b.left) {
         out.min_tp_degree = n;
       }
     }
@@ -102,7 +106,7 @@
     out.weight_bytes_per_gpu = bud.weights;
     out.kv_bytes_per_gpu = kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, q.n_gpus);
     out.used_bytes_per_gpu = bud.reserve + bud.weights + out.kv_bytes_per_gpu;
-    out.fits = out.used_bytes_per_gpu <= g.hbm_bytes;
+    out.fits = out.kv_bytes_per_gpu <= bud.left;
     var perSeq = kvBytesPerGpu(m, kdt, q.ctx_tokens, 1, q.n_gpus);
     out.max_batch = Math.max(0, bud.left < 0 ? 0 : floorDiv(bud.left, perSeq));
     // max_context: bisect on the per-GPU KV bytes of `batch` sequences (never falls with ctx)
