@@ -4,7 +4,9 @@ Without a GPU the kernel runs under Triton's interpreter (TRITON_INTERPRET=1, se
 the module is imported: Triton reads it when `@triton.jit` decorates the kernel). With a GPU the
 same tests run natively on CUDA tensors, and the bf16 test runs too.
 
-Correctness rule (flash-attention's own tests): against a float64 reference, our max error must
+Correctness rule (flash-attention's own tests): against the float64 reference (the book's one,
+`inferbook.flash.attention_reference`; gradients from `flash.flash_attention_backward` in
+float64), our max error must
 be at most twice the max error of the plain computation (full score matrix) in the same
 precision. In float32 we add an absolute slack of 1e-6 (about 8 float32 ulps at 1): the kernel
 works in exp2 with the scale folded into log2(e), which costs a few ulps that the baseline,
@@ -24,6 +26,7 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
+import triton  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from inferbook import flash  # noqa: E402
@@ -45,9 +48,25 @@ def make_qkv(batch, heads, kv_heads, n_q, n_kv, head_dim, dtype, seed=0):
     return (t.to(DEVICE, dtype) for t in (q, k, v))
 
 
+def reference(q, k, v, causal=False):
+    """(o, lse) of the book's float64 reference (NumPy), as float64 tensors on the CPU."""
+    arrays = (t.detach().double().cpu().numpy() for t in (q, k, v))
+    return tuple(torch.from_numpy(x) for x in flash.attention_reference(*arrays, causal))
+
+
+def reference_grads(q, k, v, do, causal=False):
+    """(dq, dk, dv) in float64 from the NumPy backward, with one tile = the plain computation."""
+    q64, k64, v64, do64 = (t.detach().double().cpu().numpy() for t in (q, k, v, do))
+    o, lse = flash.attention_reference(q64, k64, v64, causal)
+    n = max(q.shape[2], k.shape[2])
+    grads = flash.flash_attention_backward(q64, k64, v64, o, lse, do64, causal,
+                                           block_q=n, block_k=n)
+    return tuple(torch.from_numpy(g) for g in grads)
+
+
 def max_err(x, ref):
     """Max |x - ref| over finite reference entries, in float64."""
-    x, ref = x.double(), ref.double()
+    x, ref = x.detach().double().cpu(), ref.detach().double().cpu()
     finite = torch.isfinite(ref)
     return (x[finite] - ref[finite]).abs().max().item() if finite.any() else 0.0
 
@@ -60,8 +79,8 @@ def assert_within_rule(ours, baseline, ref, dtype, what):
 
 def check_forward(batch, heads, kv_heads, n_q, n_kv, head_dim, causal, dtype, block=16, seed=0):
     q, k, v = make_qkv(batch, heads, kv_heads, n_q, n_kv, head_dim, dtype, seed)
-    o, lse = tf.flash_attention(q, k, v, causal, block_m=block, block_n=block)
-    ref_o, ref_lse = tf.attention_reference(q, k, v, causal)
+    o, lse = tf.flash_attention(q, k, v, causal, block_q=block, block_k=block)
+    ref_o, ref_lse = reference(q, k, v, causal)
     base_o, _ = tf.attention_naive(q, k, v, causal)
     assert o.shape == q.shape and o.dtype == q.dtype
     assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
@@ -112,14 +131,14 @@ def test_forward_random_shapes(n_q, n_kv, kv_heads, group, head_dim, causal, see
 def test_fully_masked_rows_are_zero_with_lse_minus_inf():
     # causal, bottom-right aligned, n_q > n_kv: the first n_q - n_kv rows see no key at all
     q, k, v = make_qkv(1, 1, 1, 40, 10, 16, torch.float32)
-    o, lse = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    o, lse = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
     assert torch.all(o[0, 0, :30] == 0) and torch.all(torch.isneginf(lse[0, 0, :30]))
     assert torch.all(torch.isfinite(lse[0, 0, 30:]))
 
 
 def test_matches_the_numpy_chapter_and_is_not_bit_identical_to_it():
     q, k, v = make_qkv(1, 2, 1, 50, 50, 32, torch.float32)
-    o, lse = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    o, lse = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
     o_np, lse_np = flash.flash_attention_forward(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(),
                                                  causal=True, block_q=16, block_k=16)
     assert torch.allclose(o.cpu(), torch.from_numpy(o_np), atol=2e-6)
@@ -131,8 +150,8 @@ def test_strided_inputs_in_flash_attn_layout():
     gen = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 45, h, 32, generator=gen).to(DEVICE).transpose(1, 2) for h in (4, 2, 2))
     assert not q.is_contiguous()
-    o, lse = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
-    ref_o, ref_lse = tf.attention_reference(q, k, v, causal=True)
+    o, lse = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
+    ref_o, ref_lse = reference(q, k, v, causal=True)
     assert max_err(o, ref_o) < 2e-6 and max_err(lse, ref_lse) < 2e-6
 
 
@@ -141,9 +160,9 @@ def test_bfloat16_under_the_interpreter_is_upcast_not_garbage():
     # NOT a test of the kernel's bf16 arithmetic (that needs a GPU, see below): it checks that
     # the CPU path upcasts bf16 (the interpreter multiplies bf16 bit patterns) and casts back.
     q, k, v = make_qkv(1, 2, 1, 20, 20, 16, torch.bfloat16)
-    o, _ = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=16)
+    o, _ = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=16)
     assert o.dtype == torch.bfloat16
-    assert_within_rule(o, tf.attention_naive(q, k, v, True)[0], tf.attention_reference(q, k, v, True)[0],
+    assert_within_rule(o, tf.attention_naive(q, k, v, True)[0], reference(q, k, v, True)[0],
                        torch.bfloat16, "bf16 output")
 
 
@@ -166,12 +185,11 @@ def test_backward_matches_autograd_of_the_reference(heads, kv_heads, n_q, n_kv, 
     q, k, v = make_qkv(1, heads, kv_heads, n_q, n_kv, head_dim, dtype)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(DEVICE, dtype)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    o, _ = tf.flash_attention(*leaves, causal, block_m=16, block_n=16)
+    o, _ = tf.flash_attention(*leaves, causal, block_q=16, block_k=16)
     ours = torch.autograd.grad(o, leaves, do)
     base_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     base = torch.autograd.grad(tf.attention_naive(*base_leaves, causal)[0], base_leaves, do)
-    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]  # float64 leaves: no rounding
-    ref = torch.autograd.grad(tf.attention_reference(*ref_leaves, causal)[0], ref_leaves, do.double())
+    ref = reference_grads(q, k, v, do, causal)
     for name, g, b, r in zip("qkv", ours, base, ref):
         assert g.dtype == dtype
         assert_within_rule(g, b, r, dtype, f"d{name}")
@@ -190,7 +208,7 @@ def test_split_kv_merge_is_exact(n_kv, splits, group, n_q, seed):
     k = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64) * 3
     v = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64)
     o, lse = tf.split_kv_attention(q, k, v, splits)
-    ref_o, ref_lse = tf.attention_reference(q, k, v)
+    ref_o, ref_lse = reference(q, k, v)
     assert (o - ref_o).abs().max().item() < 1e-12
     assert (lse - ref_lse).abs().max().item() < 1e-12
 
@@ -216,7 +234,7 @@ def test_merge_is_associative_and_ignores_empty_splits():
 def test_split_kv_agrees_with_the_kernel_on_a_decode_step():
     q, k, v = make_qkv(1, 4, 2, 1, 90, 32, torch.float32)
     o_split, lse_split = tf.split_kv_attention(q, k, v, num_splits=6)
-    o, lse = tf.flash_attention(q, k, v, causal=True, block_m=16, block_n=32)
+    o, lse = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=32)
     assert torch.allclose(o_split, o, atol=1e-5) and torch.allclose(lse_split, lse, atol=1e-5)
 
 
@@ -237,7 +255,7 @@ def test_invalid_inputs_raise_value_error():
         with pytest.raises(ValueError, match=message):
             tf.flash_attention(*args)
     with pytest.raises(ValueError, match="power of two"):
-        tf.flash_attention(q, k, v, block_m=24)
+        tf.flash_attention(q, k, v, block_q=24)
     with pytest.raises(ValueError, match="num_splits"):
         tf.split_kv_attention(q, k, v, num_splits=9)
     with pytest.raises(ValueError, match="seq_len"):
@@ -296,20 +314,11 @@ def test_benchmark_script_refuses_cleanly_without_a_gpu(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_versions_table_is_cited_ordered_and_picks_by_gpu():
-    bib = (ROOT / "book/references.bib").read_text()
-    years = [v.year for v in tf.FLASH_ATTENTION_VERSIONS]
-    assert years == sorted(years) and len(years) == 4
-    for v in tf.FLASH_ATTENTION_VERSIONS:
-        assert "{" + v.cite + "," in bib, f"{v.name}: bib key {v.cite} missing"
-    names = lambda cc: [v.name for v in tf.flash_versions_for(cc)]  # noqa: E731
-    assert names((7, 5)) == ["FlashAttention"]                       # T4: no FlashAttention-2
-    assert names((8, 0)) == ["FlashAttention", "FlashAttention-2"]
-    assert names((9, 0)) == ["FlashAttention-2", "FlashAttention-3"]
-    assert names((10, 0)) == ["FlashAttention-2", "FlashAttention-4"]
-    assert all(v.has_backward for v in tf.FLASH_ATTENTION_VERSIONS)   # FA4 has one now
-    with pytest.raises(ValueError, match="compute_capability"):
-        tf.flash_versions_for((3, 5))
+def test_versions_table_is_re_exported_from_attention_backends():
+    from inferbook import attention_backends
+
+    assert tf.FLASH_ATTENTION_VERSIONS is attention_backends.FLASH_ATTENTION_VERSIONS
+    assert tf.flash_versions_for is attention_backends.flash_versions_for
 
 
 @settings(max_examples=40, deadline=None)
@@ -327,3 +336,93 @@ def test_kv_tile_schedule_splits_keys_correctly(n_q, n_kv, block_m, block_n, cau
         # nothing visible is left out, and nothing past masked_end is needed
         needed = [j for i in rows for j in range(n_kv) if visible(i, j)]
         assert not needed or max(needed) < masked_end
+
+
+# ---------------------------------------------------------------------------------------
+# launch choices (the ahead-of-time compile checks are in tests/test_triton_aot.py)
+# ---------------------------------------------------------------------------------------
+ARCHS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0)]
+
+
+def test_smem_limits_come_from_the_gpu_presets():
+    from inferbook.hardware import GPUS
+
+    assert set(tf.TUNED_CAPABILITIES) == set(ARCHS)
+    for g in GPUS.values():
+        assert tf.smem_limit_bytes(g.compute_capability) <= g.smem_bytes_per_block
+    assert [tf.smem_limit_bytes(cc) // 1024 for cc in ARCHS] == [64, 163, 99, 99, 227, 227]
+    assert tf.smem_limit_bytes(80) == tf.smem_limit_bytes("sm80") == tf.smem_limit_bytes((8, 0))
+    assert tf.smem_limit_bytes((8, 7)) == tf.smem_limit_bytes((8, 6))   # nearest below
+
+
+@pytest.mark.parametrize("cc", ARCHS)
+def test_launch_config_per_architecture(cc):
+    for head_dim in (16, 24, 32, 64, 80, 96, 128, 256):
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            if dtype == torch.bfloat16 and cc < (8, 0):
+                with pytest.raises(ValueError, match="bfloat16 needs"):
+                    tf.launch_config(head_dim, dtype, cc)
+                continue
+            bm, bn, warps, stages = config = tf.launch_config(head_dim, dtype, cc)
+            assert bm >= 16 and bn >= 16 and warps in (4, 8) and stages >= 1
+            assert tf.smem_estimate_bytes(head_dim, dtype, *config) <= tf.smem_limit_bytes(cc)
+            tuned = tf.autotune_configs(head_dim, dtype, cc)
+            assert tuned[0] == config and len(tuned) == len(set(tuned)) <= 7
+            assert all(tf.smem_estimate_bytes(head_dim, dtype, *c) <= tf.smem_limit_bytes(cc)
+                       for c in tuned)
+    # more shared memory, larger tiles: an H100's K/V tiles are at least an A10's
+    h100, a10 = (tf.launch_config(64, torch.float16, cc) for cc in ((9, 0), (8, 6)))
+    assert h100[1] >= a10[1]
+
+
+def test_launch_config_rejects_what_it_cannot_serve():
+    with pytest.raises(ValueError, match="head_dim"):
+        tf.launch_config(512, torch.float16, (9, 0))
+    with pytest.raises(ValueError, match="7.5 or newer"):
+        tf.launch_config(64, torch.float16, (7, 0))
+    with pytest.raises(ValueError, match="capability"):
+        tf.launch_config(64, torch.float16, "hopper")
+    with pytest.raises(ValueError, match="allowed"):
+        tf.launch_config(64, torch.float64, (9, 0))
+    fallback = tf.launch_config(64, torch.float16, (12, 0))   # no preset: the T4's choice
+    assert fallback == tf.launch_config(64, torch.float16, (7, 5))
+
+
+def test_autotune_pruner_keeps_only_configs_that_fit():
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st_)
+               for bm in (32, 64, 128) for bn in (16, 32, 64, 128) for w in (4, 8)
+               for st_ in (1, 2, 3, 4)]
+    q = torch.empty(1, 1, 1, 128, dtype=torch.float16)
+    for cc in ((7, 5), (9, 0)):
+        kept = tf._autotune_pruner(cc)(configs, {"Q": q}, HEAD_DIM=128)
+        as_tuples = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+                     for c in kept]
+        assert set(as_tuples) <= set(tf.autotune_configs(128, torch.float16, cc))
+        assert tf.launch_config(128, torch.float16, cc) in as_tuples
+
+
+# ---------------------------------------------------------------------------------------
+# decode: a GQA group's queries packed into one Q tile
+# ---------------------------------------------------------------------------------------
+def test_decode_packs_a_gqa_group_into_one_tile():
+    # Llama-3.1-8B at batch 1: 32 query heads, 8 KV heads -> 8 programs, each one KV head
+    plan = tf.launch_plan(batch=1, heads=32, kv_heads=8, n_q=1, block_m=128)
+    assert plan.packed and plan.grid == (1, 8) and plan.n_q == 4 and plan.block_m == 16
+    assert plan.heads == 8 and plan.group_size == 1
+    # prefill, or MHA decode, keeps the (Q tiles, batch x heads) grid
+    prefill = tf.launch_plan(batch=2, heads=32, kv_heads=8, n_q=300, block_m=128)
+    assert not prefill.packed and prefill.grid == (3, 64)
+    assert not tf.launch_plan(1, 32, 32, 1, 128).packed
+
+
+@pytest.mark.parametrize("heads, kv_heads, causal", [(8, 2, True), (8, 1, False), (12, 4, True)])
+def test_packed_decode_matches_reference(heads, kv_heads, causal):
+    q, k, v = make_qkv(2, heads, kv_heads, 1, 75, 32, torch.float32, seed=heads)
+    assert tf.launch_plan(2, heads, kv_heads, 1, 32).packed
+    o, lse = tf.flash_attention(q, k, v, causal)
+    ref_o, ref_lse = reference(q, k, v, causal)
+    assert max_err(o, ref_o) < 2e-6 and max_err(lse, ref_lse) < 2e-6
+    # strided q (heads not adjacent in memory) packs by strides, without a copy
+    q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)
+    o2, _ = tf.flash_attention(q_strided, k, v, causal)
+    assert max_err(o2, ref_o) < 2e-6

@@ -16,7 +16,11 @@ Conventions, chosen to match FlashAttention-2 (>= 2.1) and stated once here:
     output is 0 and its lse is -inf (the logsumexp of an empty sum). The backward gives it zero
     gradients. (FlashAttention-2's CUDA code stores +inf there instead; both make exp(S - lse) = 0.)
   * Tiles are computed in float32 (float64 if any input is float64), whatever the input dtype,
-    as GPU kernels do; o is returned in the input dtype, lse in the accumulator dtype.
+    as GPU kernels do; o is returned in the input dtype, lse in the accumulator dtype: float32
+    for float16/float32 inputs, as `inferbook.triton_flash.flash_attention` returns it too.
+  * Names shared with the Triton kernel's API: `scale`, `block_q` (its BLOCK_M), `block_k`
+    (its BLOCK_N). `attention_reference` with float64 inputs is the book's one float64
+    reference; the Triton tests use it too.
 
 `attention_reference` is the plain computation that materialises the n_q x n_k score matrix:
 the baseline the tests and the benchmark compare against.

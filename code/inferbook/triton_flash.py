@@ -1,33 +1,47 @@
-"""FlashAttention-2 forward as a Triton kernel, its autograd wrapper, and split-KV decoding.
+"""FlashAttention-2 forward as a Triton kernel, its launch choices, and split-KV decoding.
 
 Returns of the public functions:
 
-- `flash_attention(q, k, v, causal)` -> `(o, lse)`: the Triton forward (FlashAttention-2
+- `flash_attention(q, k, v, causal, scale)` -> `(o, lse)`: the Triton forward (FlashAttention-2
   work split, Dao 2023), differentiable in `q`, `k`, `v`.
-- `attention_reference(q, k, v, causal)` -> `(o, lse)`: the plain computation in float64.
+- `launch_config(head_dim, dtype, capability)` -> `(BLOCK_M, BLOCK_N, num_warps, num_stages)`:
+  the untuned launch for one GPU generation, sized to its per-block shared memory.
+- `smem_limit_bytes(capability)` -> the per-block shared-memory limit, from `inferbook.hardware`.
+- `launch_plan(batch, heads, kv_heads, n_q, block_m)` -> how the kernel's grid covers the work
+  (with a GQA group's decode queries packed into one Q tile).
+- `compile_forward(...)` -> the kernel compiled ahead of time for a GPU that need not be present.
 - `attention_naive(q, k, v, causal)` -> `(o, lse)`: the plain computation in the inputs' dtype
-  (the baseline of flash-attention's error rule).
+  (the baseline of flash-attention's error rule). The float64 reference is
+  `inferbook.flash.attention_reference`, the one reference of the book.
 - `split_kv_attention(q, k, v, num_splits)` -> `(o, lse)`: decoding attention split along the
   KV cache ("flash-decoding", Dao et al. 2023), in PyTorch.
 - `merge_partials(outputs, lses)` -> `(o, lse)`: the exact merge of partial attention results.
-- `FLASH_ATTENTION_VERSIONS`: FlashAttention 1-4 (year, hardware, what changed, reported
-  speedups, cited) as data; `flash_versions_for(compute_capability)` picks the applicable ones.
+- `FLASH_ATTENTION_VERSIONS`, `flash_versions_for`: re-exported from
+  `inferbook.attention_backends` (which imports without Triton).
 
 Shapes: `q: [batch, heads, n_q, head_dim]`, `k, v: [batch, kv_heads, n_kv, head_dim]` with
 `heads % kv_heads == 0` (grouped-query attention: query head `h` reads KV head
 `h // (heads // kv_heads)`); `o` has q's shape and dtype; `lse: [batch, heads, n_q]` float32,
-natural log.
+natural log. Names and conventions follow the NumPy chapter (`inferbook.flash`): `scale`
+(default 1/sqrt(head_dim)), `block_q`/`block_k` for the tile sizes, and an lse that is float32
+for float16/bfloat16/float32 inputs in both.
 
 Causal masking is aligned bottom-right, as in flash-attn >= 2.1: query `i` sees key `j` iff
 `j <= i + n_kv - n_q`. For `n_q == n_kv` this is the usual lower triangle (what PyTorch's
 `is_causal=True` means); for a decode step (`n_q = 1`) the query sees the whole cache. A query
 row that sees no key at all (causal with `n_q > n_kv`) gets `o = 0` and `lse = -inf`.
 
+Offsets: a program's base offsets (`b * stride_qb`, `h * stride_qh`, the tile's first row and
+first key times the row stride) are computed in 64 bits, so tensors past 2**31 elements work;
+offsets inside a tile stay 32-bit.
+
 Running without a GPU: set the environment variable `TRITON_INTERPRET=1` *before* this module
 is imported (Triton reads it when `@triton.jit` decorates the kernel), then call it with CPU
 tensors; the kernel is executed by Triton's NumPy interpreter. The interpreter computes
 bfloat16 wrongly (triton-lang/triton issue 11584), so under the interpreter bf16 inputs are
 upcast to float32 before the kernel and the output is cast back; on a GPU bf16 runs natively.
+On a GPU the default launch is autotuned (`triton.autotune`) over a few configurations that fit
+the GPU's shared memory; the interpreter cannot autotune and uses fixed 32 x 32 tiles.
 
 The backward pass is NOT a Triton kernel: it is the recompute-based FlashAttention backward
 (Dao et al. 2022) written in PyTorch (`_flash_backward_torch`): from Q, K, V, O,
@@ -47,11 +61,21 @@ import torch
 import triton
 import triton.language as tl
 
+from .attention_backends import FLASH_ATTENTION_VERSIONS, FlashAttentionVersion, flash_versions_for
+from .hardware import GPUS
+
+__all__ = [
+    "FLASH_ATTENTION_VERSIONS", "FlashAttentionVersion", "flash_versions_for",
+    "flash_attention", "launch_config", "smem_limit_bytes", "launch_plan", "compile_forward",
+    "attention_naive", "split_kv_attention", "merge_partials", "kv_tile_schedule",
+    "benchmark_flops", "load_benchmark_results", "benchmark_label", "plot_benchmark_results",
+]
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634  # log2(e): the kernel works with exp2, as GPUs have a fast exp2
-LN2 = 0.6931471805599453
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+INTERPRETER_BLOCK = 32          # numpy-sized tiles under the interpreter: fewer Python steps
 
 
 # --------------------------------------------------------------------------------------
@@ -78,12 +102,16 @@ def _attend_kv_tiles(
     for start_n in range(kv_start, kv_end, BLOCK_N):
         cols = start_n + offs_n
         kv_ok = cols < n_kv
+        # the tile's first key in 64 bits (n_kv * stride may pass 2**31), then 32-bit offsets
+        first = tl.cast(start_n, tl.int64)
+        k_tile = k_base + first * stride_kn
+        v_tile = v_base + first * stride_vn
         # K tile as [HEAD_DIM, BLOCK_N] (transposed by the pointer arithmetic), V as [BLOCK_N, D]
-        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None],
+        k = tl.load(k_tile + offs_n[None, :] * stride_kn + offs_d[:, None],
                     mask=kv_ok[None, :] & d_ok[:, None], other=0.0)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
+        v = tl.load(v_tile + offs_n[:, None] * stride_vn + offs_d[None, :],
                     mask=kv_ok[:, None] & d_ok[None, :], other=0.0)
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2 units
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2
         if MASKED:
             visible = kv_ok[None, :]
             if CAUSAL:
@@ -116,20 +144,22 @@ def _flash_forward_kernel(
     """One program = one BLOCK_M tile of queries of one (batch, head); writes O and LSE."""
     # -- which tile: axis 0 walks Q tiles, axis 1 walks batch x heads ---------------------
     pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    pid_bh = tl.program_id(1).to(tl.int64)    # 64-bit: b * stride_qb can pass 2**31 elements
     b = pid_bh // num_heads
     h = pid_bh % num_heads
     kv_h = h // group_size                                # grouped-query attention
-    q_base = Q + b * stride_qb + h * stride_qh
+    first_m = pid_m.to(tl.int64) * BLOCK_M                # this tile's first query row
+    q_base = Q + b * stride_qb + h * stride_qh + first_m * stride_qm
     k_base = K + b * stride_kb + kv_h * stride_kh
     v_base = V + b * stride_vb + kv_h * stride_vh
 
     # -- load the Q tile once; it stays on chip for the whole loop ------------------------
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = tl.arange(0, BLOCK_M)                          # offsets inside the tile: 32-bit
+    offs_m = pid_m * BLOCK_M + rows
     offs_d = tl.arange(0, BLOCK_D)                        # BLOCK_D = next power of 2 >= HEAD_DIM
     m_ok = offs_m < n_q
     d_ok = offs_d < HEAD_DIM
-    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :],
+    q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :],
                 mask=m_ok[:, None] & d_ok[None, :], other=0.0)
 
     # -- running statistics, float32 ------------------------------------------------------
@@ -162,8 +192,8 @@ def _flash_forward_kernel(
     o = acc / tl.where(seen, l_i, 1.0)[:, None]
     lse = tl.where(seen, (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453,
                    float("-inf"))
-    o_base = O + b * stride_ob + h * stride_oh
-    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], o.to(O.dtype.element_ty),
+    o_base = O + b * stride_ob + h * stride_oh + first_m * stride_om
+    tl.store(o_base + rows[:, None] * stride_om + offs_d[None, :], o.to(O.dtype.element_ty),
              mask=m_ok[:, None] & d_ok[None, :])
     tl.store(LSE + pid_bh * n_q + offs_m, lse, mask=m_ok)
 
@@ -187,7 +217,7 @@ def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int
 
 
 # --------------------------------------------------------------------------------------
-# Launch
+# Input checks
 # --------------------------------------------------------------------------------------
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   allowed: tuple = SUPPORTED_DTYPES) -> None:
@@ -205,7 +235,8 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         raise ValueError(f"q, k, v must be on one device; got {q.device}, {k.device}, {v.device}")
     batch, heads, _, head_dim = q.shape
     if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape; got {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(f"k and v must have the same shape; got {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")
     if k.shape[0] != batch or k.shape[3] != head_dim:
         raise ValueError(f"k/v batch and head_dim must match q's ({batch}, {head_dim}); "
                          f"got k {tuple(k.shape)}")
@@ -218,23 +249,277 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         raise ValueError(f"sequence lengths must be >= 1; got n_q={q.shape[2]}, n_kv={k.shape[2]}")
 
 
-def default_blocks(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int, int]:
-    """Return (BLOCK_M, BLOCK_N, num_warps, num_stages) for a GPU launch.
+# --------------------------------------------------------------------------------------
+# Launch choices per GPU generation
+# --------------------------------------------------------------------------------------
+def _smem_limits() -> dict[tuple[int, int], int]:
+    """Return {compute capability: per-block shared-memory limit}, from the GPU presets."""
+    limits: dict[tuple[int, int], int] = {}
+    for g in GPUS.values():
+        if g.smem_bytes_per_block is not None:
+            cc = g.compute_capability
+            limits[cc] = min(limits.get(cc, g.smem_bytes_per_block), g.smem_bytes_per_block)
+    return limits
 
-    Plain heuristics (no autotuning, which needs a GPU): tiles shrink as head_dim and the
-    element size grow so that Q, K and V tiles fit in the shared memory of a T4 (64 KiB per SM).
+
+SMEM_BYTES_PER_BLOCK: dict[tuple[int, int], int] = _smem_limits()
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) for 2-byte inputs, per architecture and BLOCK_D
+# (head_dim rounded up to a power of two). Each fits its architecture's per-block shared
+# memory with no register spills: tests/test_triton_aot.py compiles every entry ahead of time
+# with Triton's own ptxas and checks both. Larger tiles where there is more shared memory;
+# fewer rows (BLOCK_M) or keys (BLOCK_N) as head_dim grows, so that the float32 accumulator
+# (BLOCK_M x BLOCK_D) and the scores (BLOCK_M x BLOCK_N) stay in registers. On sm75 Triton
+# (3.9) lowers tl.dot to FMA instructions, not tensor cores, with float32 operands in
+# registers: hence the T4's small tiles and 8 warps.
+_LAUNCH_TABLE: dict[tuple[int, int], dict[int, tuple[int, int, int, int]]] = {
+    (7, 5): {16: (64, 64, 8, 2), 32: (64, 32, 8, 2), 64: (64, 32, 8, 2),
+             128: (32, 32, 8, 2), 256: (32, 16, 8, 2)},
+    (8, 0): {16: (128, 64, 4, 3), 32: (128, 64, 4, 3), 64: (128, 64, 4, 3),
+             128: (128, 64, 8, 3), 256: (64, 64, 8, 2)},
+    (8, 6): {16: (128, 64, 4, 3), 32: (128, 64, 4, 3), 64: (128, 64, 4, 3),
+             128: (128, 32, 8, 3), 256: (64, 32, 8, 2)},
+    (8, 9): {16: (128, 64, 4, 3), 32: (128, 64, 4, 3), 64: (128, 64, 4, 3),
+             128: (128, 32, 8, 3), 256: (64, 32, 8, 2)},
+    (9, 0): {16: (128, 128, 8, 3), 32: (128, 128, 8, 3), 64: (128, 128, 8, 3),
+             128: (128, 64, 8, 3), 256: (64, 32, 8, 2)},
+    (10, 0): {16: (128, 128, 8, 3), 32: (128, 128, 8, 3), 64: (128, 128, 8, 3),
+              128: (128, 64, 8, 3), 256: (64, 64, 8, 2)},
+}
+TUNED_CAPABILITIES = tuple(_LAUNCH_TABLE)
+
+
+def _capability(capability) -> tuple[int, int]:
+    """Return (major, minor) from (8, 0), 80 or "sm80"; ValueError otherwise."""
+    if isinstance(capability, str) and capability.startswith("sm") and capability[2:].isdigit():
+        capability = int(capability[2:])
+    if isinstance(capability, int) and not isinstance(capability, bool) and capability > 0:
+        return divmod(capability, 10)
+    if (isinstance(capability, tuple) and len(capability) == 2
+            and all(isinstance(x, int) for x in capability)):
+        return capability
+    raise ValueError(f"capability must be (major, minor), e.g. (8, 0), or 80 / 'sm80'; "
+                     f"got {capability!r}")
+
+
+def _tuned_for(capability) -> tuple[int, int]:
+    """Return the tuned architecture used for `capability`.
+
+    A capability in the table is itself; another of the same major generation uses the
+    nearest one below it (sm87 -> sm86); anything else from sm75 on uses the T4's choices,
+    the most frugal ones.
     """
-    wide = 2 if dtype == torch.float32 else 1
-    if head_dim <= 64:
-        block_m, block_n, warps = 128, 64, 4
-    elif head_dim <= 128:
-        block_m, block_n, warps = 128, 32, 8
-    else:
-        block_m, block_n, warps = 64, 32, 4
-    return block_m // wide, block_n, warps, 2
+    cc = _capability(capability)
+    if cc < (7, 5):
+        raise ValueError(f"the kernel needs compute capability 7.5 or newer; got {cc}")
+    same_major = [t for t in TUNED_CAPABILITIES if t[0] == cc[0] and t <= cc]
+    return max(same_major) if same_major else (7, 5)
 
 
-def _launch_forward(q, k, v, causal, sm_scale, block_m, block_n):
+def smem_limit_bytes(capability) -> int:
+    """Return the largest shared memory one thread block may use on this GPU generation.
+
+    From `inferbook.hardware` (the smallest limit among the presets of that capability); a
+    capability without a preset takes the limit of the architecture `launch_config` uses for it.
+    """
+    cc = _capability(capability)
+    return SMEM_BYTES_PER_BLOCK.get(cc) or SMEM_BYTES_PER_BLOCK[_tuned_for(cc)]
+
+
+def _element_bytes(dtype: torch.dtype) -> int:
+    if dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(str(a).removeprefix("torch.") for a in SUPPORTED_DTYPES)
+        raise ValueError(f"dtype is {dtype}; allowed: {names}")
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def launch_config(head_dim: int, dtype: torch.dtype,
+                  capability) -> tuple[int, int, int, int]:
+    """Return (BLOCK_M, BLOCK_N, num_warps, num_stages): the untuned launch for this GPU.
+
+    capability: (major, minor) as `torch.cuda.get_device_capability()` gives it (or 80, "sm80").
+    Per-architecture choices for sm75 (T4), sm80 (A100), sm86 (A10, RTX 30), sm89 (L4,
+    RTX 40), sm90 (H100, H200) and sm100 (B200); each fits `smem_limit_bytes(capability)`.
+    float32 inputs take half the rows (and fewer keys where needed). bfloat16 needs sm80 or newer (a T4 has no bf16 tensor
+    cores): ValueError below that.
+    """
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not (
+            MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM):
+        raise ValueError(f"head_dim must be an int in [{MIN_HEAD_DIM}, {MAX_HEAD_DIM}]; "
+                         f"got {head_dim!r}")
+    wide = _element_bytes(dtype) // 2          # 2 for float32: twice the bytes per element
+    arch = _tuned_for(capability)
+    if dtype == torch.bfloat16 and _capability(capability) < (8, 0):
+        raise ValueError(f"bfloat16 needs compute capability 8.0 or newer; got "
+                         f"{_capability(capability)} (use float16 on a T4)")
+    block_m, block_n, warps, stages = _LAUNCH_TABLE[arch][triton.next_power_of_2(head_dim)]
+    block_m = max(block_m // wide, 16)
+    limit = smem_limit_bytes(capability)
+    while smem_estimate_bytes(head_dim, dtype, block_m, block_n, warps, stages) > limit:
+        if block_n > 16:
+            block_n //= 2                 # float32 tiles: twice the bytes, half the keys
+        elif stages > 1:
+            stages -= 1
+        else:
+            break
+    return block_m, block_n, warps, stages
+
+
+def autotune_configs(head_dim: int, dtype: torch.dtype,
+                     capability) -> list[tuple[int, int, int, int]]:
+    """Return the (BLOCK_M, BLOCK_N, num_warps, num_stages) the GPU autotuner tries.
+
+    `launch_config`'s choice first, then neighbours (half or double the K/V tile, one more or
+    one fewer pipeline stage, the other warp count), kept only if their shared memory, by
+    `smem_estimate_bytes`, fits `smem_limit_bytes(capability)`.
+    """
+    bm, bn, warps, stages = launch_config(head_dim, dtype, capability)
+    candidates = [(bm, bn, warps, stages), (bm, bn * 2, warps, stages),
+                  (bm, bn // 2, warps, stages), (bm, bn, warps, stages + 1),
+                  (bm, bn, warps, max(stages - 1, 1)), (bm, bn, 12 - warps, stages),
+                  (bm // 2, bn, 4, stages)]
+    limit = smem_limit_bytes(capability)
+    out = []
+    for c in candidates:
+        if c not in out and c[0] >= 16 and c[1] >= 16 and smem_estimate_bytes(
+                head_dim, dtype, *c) <= limit:
+            out.append(c)
+    return out
+
+
+def smem_estimate_bytes(head_dim: int, dtype: torch.dtype, block_m: int, block_n: int,
+                        num_warps: int, num_stages: int) -> int:
+    """Return an upper estimate of the kernel's shared memory for one launch configuration.
+
+    Tensor-core code (sm80+) keeps K and V tiles, BLOCK_N x BLOCK_D each, for every pipeline
+    stage and a Q tile in shared memory, plus 1 KiB of barriers; FMA code (sm75) stages float32
+    operands of one matmul at a time: (BLOCK_M + BLOCK_N) x BLOCK_D or BLOCK_M x BLOCK_N +
+    BLOCK_N x BLOCK_D. The estimate is the larger of the two; `tests/test_triton_aot.py` checks
+    it is never below what the compiler reports.
+    """
+    d = triton.next_power_of_2(head_dim)
+    e = _element_bytes(dtype)
+    tensor_cores = e * (2 * max(num_stages, 1) * block_n * d + block_m * d) + 1024
+    fma = 4 * max((block_m + block_n) * d, block_m * block_n + block_n * d)
+    return max(tensor_cores, fma)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How the kernel's grid covers one call: a view of q/o for the kernel, and the grid.
+
+    `packed` is True for a decode step (n_q = 1) with grouped-query attention: the `group`
+    query heads that share a KV head become the rows of one Q tile (flash-attn's
+    seqlen/ngroups swap), so each K/V tile is read once per KV head instead of once per query
+    head. Then the kernel sees `heads = kv_heads`, `n_q = group`, `group_size = 1`, and
+    strides that walk q's heads as if they were rows: no copy.
+    """
+
+    heads: int          # heads as the kernel sees them
+    group_size: int     # query heads per KV head, as the kernel sees them
+    n_q: int            # query rows per (batch, head), as the kernel sees them
+    block_m: int
+    grid: tuple[int, int]
+    packed: bool
+
+
+def launch_plan(batch: int, heads: int, kv_heads: int, n_q: int, block_m: int) -> LaunchPlan:
+    """Return the LaunchPlan: grid (cdiv(n_q, BLOCK_M), batch x heads), or packed for decode.
+
+    Packing applies when n_q == 1 and heads > kv_heads; the Q tile then holds the group's
+    rows, BLOCK_M = max(16, next power of two >= group) but no more than `block_m`, and the
+    grid is (cdiv(group, BLOCK_M), batch x kv_heads).
+    """
+    group = heads // kv_heads
+    if n_q == 1 and group > 1:
+        bm = min(block_m, max(16, triton.next_power_of_2(group)))
+        return LaunchPlan(kv_heads, 1, group, bm, (triton.cdiv(group, bm), batch * kv_heads),
+                          True)
+    return LaunchPlan(heads, group, n_q, block_m, (triton.cdiv(n_q, block_m), batch * heads),
+                      False)
+
+
+def _kernel_strides(t: torch.Tensor, plan: LaunchPlan) -> tuple[int, int, int]:
+    """Return (batch, head, row) strides of q or o as the kernel walks them under `plan`."""
+    if plan.packed:   # rows are the group's heads; a "head" is a whole group
+        return t.stride(0), plan.n_q * t.stride(1), t.stride(1)
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def _signature(dtype: torch.dtype) -> dict[str, str]:
+    """Return the kernel's argument types for `triton.compile`, as a launch specialises them."""
+    ptr = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
+    sig = {name: ptr for name in ("Q", "K", "V", "O")}
+    sig["LSE"] = "*fp32"
+    for t in "qkvo":
+        for axis in ("b", "h", "m" if t in "qo" else "n"):
+            sig[f"stride_{t}{axis}"] = "i32"
+    sig.update(num_heads="i32", group_size="i32", n_q="i32", n_kv="i32", qk_scale="fp32")
+    for name in ("CAUSAL", "BLOCK_M", "BLOCK_N", "HEAD_DIM", "BLOCK_D", "DOT_PRECISION"):
+        sig[name] = "constexpr"
+    return sig
+
+
+def compile_forward(head_dim: int, dtype: torch.dtype, capability, causal: bool,
+                    config: tuple[int, int, int, int] | None = None):
+    """Return the forward kernel compiled ahead of time for `capability` (no GPU needed).
+
+    Uses Triton's own ptxas: `.metadata.shared` is the launch's shared memory in bytes,
+    `.asm["ptx"]`, `.asm["cubin"]` the code. `config` defaults to `launch_config`'s choice.
+    Pointers and strides are marked 16-divisible, as a launch on contiguous tensors with
+    head_dim a multiple of 16 specialises them, so the code is what a real launch would run.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    cc = _capability(capability)
+    bm, bn, warps, stages = config or launch_config(head_dim, dtype, cc)
+    sig = _signature(dtype)
+    names = list(sig)
+    aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+               if n in ("Q", "K", "V", "O", "LSE") or n.startswith("stride")}
+    constexprs = dict(CAUSAL=bool(causal), BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim,
+                      BLOCK_D=triton.next_power_of_2(head_dim),
+                      DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32")
+    src = ASTSource(fn=_flash_forward_kernel, signature=sig, constexprs=constexprs,
+                    attrs=aligned)
+    return triton.compile(src, target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
+                          options=dict(num_warps=warps, num_stages=stages))
+
+
+def _autotune_pruner(capability):
+    """Return triton.autotune's early_config_prune: keep `autotune_configs`' choices only."""
+    def prune(configs, named_args, **kwargs):
+        head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+        allowed = set(autotune_configs(head_dim, named_args["Q"].dtype, capability))
+        kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps,
+                                       c.num_stages) in allowed]
+        return kept or configs[:1]
+    return prune
+
+
+def _autotuned_kernel(capability):
+    """Return `_flash_forward_kernel` under `triton.autotune` for one GPU generation (cached).
+
+    The configurations are every (BLOCK_M, BLOCK_N, warps, stages) `autotune_configs` may
+    return; the pruner keeps those it returns for this head_dim and dtype, so only a few are
+    timed, once per (n_q, n_kv, head_dim, causal).
+    """
+    cc = _capability(capability)
+    if cc not in _AUTOTUNED:
+        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+                   for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128, 256)
+                   for w in (4, 8) for s in (1, 2, 3, 4)]
+        _AUTOTUNED[cc] = triton.autotune(
+            configs, key=["n_q", "n_kv", "HEAD_DIM", "CAUSAL"],
+            prune_configs_by={"early_config_prune": _autotune_pruner(cc)})(_flash_forward_kernel)
+    return _AUTOTUNED[cc]
+
+
+_AUTOTUNED: dict = {}
+
+
+def _launch_forward(q, k, v, causal, scale, block_q, block_k):
     """Run the kernel; return (o, lse) with o in q's dtype and lse float32 [B, H, n_q]."""
     batch, heads, n_q, head_dim = q.shape
     kv_heads, n_kv = k.shape[1], k.shape[2]
@@ -242,32 +527,37 @@ def _launch_forward(q, k, v, causal, sm_scale, block_m, block_n):
     if on_cpu and not INTERPRETED:
         raise ValueError("CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 before "
                          "importing inferbook.triton_flash, or pass CUDA tensors")
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        if value is not None and (value < 16 or value & (value - 1)):
+            raise ValueError(f"{name} must be a power of two >= 16; got {value}")
     out_dtype = q.dtype
     if INTERPRETED and q.dtype == torch.bfloat16:
         q, k, v = q.float(), k.float(), v.float()       # the interpreter's bf16 is wrong
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    bm, bn, warps, stages = default_blocks(head_dim, q.dtype)
     if INTERPRETED:
-        bm, bn = 32, 32                                  # numpy-sized tiles: fewer Python steps
-    bm, bn = block_m or bm, block_n or bn
-    for name, value in (("block_m", bm), ("block_n", bn)):
-        if value < 16 or value & (value - 1):
-            raise ValueError(f"{name} must be a power of two >= 16; got {value}")
+        bm, bn, warps, stages = INTERPRETER_BLOCK, INTERPRETER_BLOCK, 4, 1
+    else:
+        capability = torch.cuda.get_device_capability(q.device)
+        bm, bn, warps, stages = launch_config(head_dim, q.dtype, capability)
+    tuned = not INTERPRETED and block_q is None and block_k is None
+    bm, bn = block_q or bm, block_k or bn
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-    grid = (triton.cdiv(n_q, bm), batch * heads)
-    _flash_forward_kernel[grid](
-        q, k, v, o, lse,
-        q.stride(0), q.stride(1), q.stride(2),
-        k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2),
-        o.stride(0), o.stride(1), o.stride(2),
-        heads, heads // kv_heads, n_q, n_kv, sm_scale * LOG2E,
-        CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn,
-        HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=warps, num_stages=stages,
-    )
+    plan = launch_plan(batch, heads, kv_heads, n_q, bm)
+    args = (q, k, v, o, lse, *_kernel_strides(q, plan),
+            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+            *_kernel_strides(o, plan), plan.heads, plan.group_size, plan.n_q, n_kv,
+            scale * LOG2E)
+    consts = dict(CAUSAL=causal and not plan.packed,   # one decode row sees the whole cache
+                  HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),
+                  DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+    if tuned and not plan.packed:
+        def grid(meta):
+            return triton.cdiv(plan.n_q, meta["BLOCK_M"]), batch * plan.heads
+        _autotuned_kernel(capability)[grid](*args, **consts)
+    else:
+        _flash_forward_kernel[plan.grid](*args, BLOCK_M=plan.block_m, BLOCK_N=bn, **consts,
+                                         num_warps=warps, num_stages=stages)
     return o.to(out_dtype), lse
 
 
@@ -281,7 +571,7 @@ def _causal_visible(n_q: int, n_kv: int, kv_start: int, kv_end: int, device) -> 
     return cols <= rows
 
 
-def _flash_backward_torch(q, k, v, o, lse, do, causal, sm_scale, block_n=128):
+def _flash_backward_torch(q, k, v, o, lse, do, causal, scale, block_n=128):
     """Return (dq, dk, dv) by the FlashAttention backward, one K/V tile at a time, in float32.
 
     Per tile: P = exp(S - L) recomputed from the saved logsumexp L; dV = P^T dO;
@@ -303,15 +593,15 @@ def _flash_backward_torch(q, k, v, o, lse, do, causal, sm_scale, block_n=128):
     for start in range(0, n_kv, block_n):
         end = min(start + block_n, n_kv)
         k_t, v_t = kf[:, :, start:end], vf[:, :, start:end]
-        s = qf @ k_t.transpose(-1, -2) * sm_scale
+        s = qf @ k_t.transpose(-1, -2) * scale
         if causal:
             s = s.masked_fill(~_causal_visible(n_q, n_kv, start, end, q.device), float("-inf"))
         p = torch.exp(s - lse_safe)
         dv[:, :, start:end] = p.transpose(-1, -2) @ dof
         dp = dof @ v_t.transpose(-1, -2)
         ds = p * (dp - delta)
-        dq += ds @ k_t * sm_scale
-        dk[:, :, start:end] = ds.transpose(-1, -2) @ qf * sm_scale
+        dq += ds @ k_t * scale
+        dk[:, :, start:end] = ds.transpose(-1, -2) @ qf * scale
     if group > 1:
         dk = dk.view(batch, kv_heads, group, n_kv, head_dim).sum(2)
         dv = dv.view(batch, kv_heads, group, n_kv, head_dim).sum(2)
@@ -322,17 +612,17 @@ class FlashAttentionFunction(torch.autograd.Function):
     """Autograd wrapper: Triton forward, recompute-based PyTorch backward (see module doc)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, sm_scale, block_m, block_n):
-        o, lse = _launch_forward(q, k, v, causal, sm_scale, block_m, block_n)
+    def forward(ctx, q, k, v, causal, scale, block_q, block_k):
+        o, lse = _launch_forward(q, k, v, causal, scale, block_q, block_k)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.sm_scale = causal, sm_scale
+        ctx.causal, ctx.scale = causal, scale
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, do, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _flash_backward_torch(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
+        dq, dk, dv = _flash_backward_torch(q, k, v, o, lse, do, ctx.causal, ctx.scale)
         return dq, dk, dv, None, None, None, None
 
 
@@ -341,53 +631,48 @@ def flash_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     causal: bool = False,
-    sm_scale: float | None = None,
+    scale: float | None = None,
     *,
-    block_m: int | None = None,
-    block_n: int | None = None,
+    block_q: int | None = None,
+    block_k: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (o, lse): softmax(q k^T * sm_scale [causal mask]) v and its row logsumexp.
+    """Return (o, lse): softmax(scale * q k^T [causal mask]) v and its row logsumexp.
 
     q: [batch, heads, n_q, head_dim]; k, v: [batch, kv_heads, n_kv, head_dim]; head_dim in
-    [16, 256]; dtype float16, bfloat16 or float32. sm_scale defaults to 1/sqrt(head_dim).
-    block_m, block_n override the tile sizes (powers of two >= 16). Differentiable in q, k, v.
+    [16, 256]; dtype float16, bfloat16 or float32. scale defaults to 1/sqrt(head_dim).
+    block_q, block_k (BLOCK_M, BLOCK_N in the kernel) override the tile sizes (powers of two
+    >= 16); without them a GPU launch is autotuned. lse is float32. Differentiable in q, k, v.
     """
     _check_inputs(q, k, v)
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(q.shape[-1])
-    return FlashAttentionFunction.apply(q, k, v, bool(causal), float(sm_scale), block_m, block_n)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return FlashAttentionFunction.apply(q, k, v, bool(causal), float(scale), block_q, block_k)
 
 
 # --------------------------------------------------------------------------------------
-# Plain attention: the float64 reference and the same-precision baseline
+# Plain attention in the inputs' precision: the baseline of the error rule
 # --------------------------------------------------------------------------------------
-def attention_naive(q, k, v, causal=False, sm_scale=None, upcast=False):
-    """Return (o, lse) by materialising the full score matrix, in q's dtype (or float64).
+def attention_naive(q, k, v, causal=False, scale=None):
+    """Return (o, lse) by materialising the full score matrix, in the inputs' dtype.
 
-    With upcast=True everything is computed in float64: the reference. With upcast=False it is
-    the plain computation in the inputs' own precision: the baseline of the error rule.
-    Differentiable; fully masked rows give o = 0 and lse = -inf, like the kernel.
+    The baseline of flash-attention's error rule: the plain computation at the inputs' own
+    precision, rounding S and P on the way. (The float64 reference is
+    `inferbook.flash.attention_reference`.) Differentiable; fully masked rows give o = 0 and
+    lse = -inf, like the kernel; lse is float32.
     """
-    _check_inputs(q, k, v, SUPPORTED_DTYPES + (torch.float64,))
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(q.shape[-1])
-    if upcast:
-        q, k, v = q.double(), k.double(), v.double()
+    _check_inputs(q, k, v)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)
-    s = (q @ k.transpose(-1, -2)) * sm_scale
+    s = (q @ k.transpose(-1, -2)) * scale
     n_q, n_kv = q.shape[2], k.shape[2]
     if causal:
         s = s.masked_fill(~_causal_visible(n_q, n_kv, 0, n_kv, q.device), float("-inf"))
-    lse = torch.logsumexp(s.float() if s.dtype != torch.float64 else s, dim=-1)
+    lse = torch.logsumexp(s.float(), dim=-1)
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)          # a row of all -inf gives NaN -> 0
     return p @ v, lse
-
-
-def attention_reference(q, k, v, causal=False, sm_scale=None):
-    """Return (o, lse) in float64: the ground truth every test compares against."""
-    return attention_naive(q, k, v, causal, sm_scale, upcast=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -410,7 +695,7 @@ def merge_partials(outputs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Ten
     return o, lse
 
 
-def split_kv_attention(q, k, v, num_splits: int, sm_scale=None):
+def split_kv_attention(q, k, v, num_splits: int, scale=None):
     """Return (o, lse) of non-causal attention computed as `num_splits` KV chunks + a merge.
 
     The decode-time form: q is a few new query rows (usually n_q = 1) that see the whole
@@ -427,8 +712,8 @@ def split_kv_attention(q, k, v, num_splits: int, sm_scale=None):
     batch, kv_heads, n_kv, head_dim = k.shape
     if num_splits > n_kv:
         raise ValueError(f"num_splits ({num_splits}) must be <= n_kv ({n_kv})")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(q.shape[-1])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
     group = q.shape[1] // kv_heads
     chunk = -(-n_kv // num_splits)
@@ -439,7 +724,7 @@ def split_kv_attention(q, k, v, num_splits: int, sm_scale=None):
     v_s = torch.nn.functional.pad(v.to(work), (0, 0, 0, pad)).reshape(split_shape)
     k_s = k_s.repeat_interleave(group, dim=1)
     v_s = v_s.repeat_interleave(group, dim=1)
-    s = (q.to(work)[:, :, None] @ k_s.transpose(-1, -2)) * sm_scale    # [B, H, S, n_q, chunk]
+    s = (q.to(work)[:, :, None] @ k_s.transpose(-1, -2)) * scale    # [B, H, S, n_q, chunk]
     real = (torch.arange(num_splits * chunk, device=q.device) < n_kv).view(num_splits, 1, chunk)
     s = s.masked_fill(~real, float("-inf"))
     lse_s = torch.logsumexp(s, dim=-1)                                  # [B, H, S, n_q]
@@ -518,67 +803,3 @@ def plot_benchmark_results(run: dict, head_dim: int | None = None, causal: bool 
     fig.suptitle(f"{benchmark_label(run)}\nhead_dim={head_dim}, causal={causal}", fontsize=9)
     fig.tight_layout()
     return fig
-
-
-# --------------------------------------------------------------------------------------
-# The FlashAttention versions, as data (for the chapter's table and the deployment skill)
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FlashAttentionVersion:
-    """One FlashAttention generation as its paper reports it. `cite` is a references.bib key."""
-
-    name: str
-    year: int
-    hardware: str
-    min_compute_capability: tuple[int, int]   # oldest GPU generation the official kernels target
-    what_changed: str
-    reported_speedup: str                      # as the paper states it, with its baseline
-    has_backward: bool
-    cite: str
-
-
-FLASH_ATTENTION_VERSIONS: tuple[FlashAttentionVersion, ...] = (
-    FlashAttentionVersion(
-        "FlashAttention", 2022, "Turing and Ampere (T4, A100)", (7, 5),
-        "IO-aware tiling through SRAM with an online softmax; recompute P in the backward",
-        "15% end-to-end on BERT-large vs the MLPerf 1.1 record; 3x on GPT-2 (N=1K); "
-        "2.4x on long-range arena (N=1K-4K)", True, "dao2022flashattention"),
-    FlashAttentionVersion(
-        "FlashAttention-2", 2023, "Ampere, Ada, Hopper (A100, RTX 4090, H100)", (8, 0),
-        "fewer non-matmul FLOPs; parallel over the sequence too; Q split across warps, not K",
-        "about 2x over FlashAttention; 50-73% of A100 peak; up to 225 TFLOP/s per A100 "
-        "in GPT training", True, "dao2024flashattention2"),
-    FlashAttentionVersion(
-        "FlashAttention-3", 2024, "Hopper (H100)", (9, 0),
-        "warp specialisation, TMA + WGMMA asynchrony, softmax overlapped with matmuls, FP8",
-        "1.5-2.0x over FlashAttention-2 on H100; FP16 up to 740 TFLOP/s (75%); "
-        "FP8 close to 1.2 PFLOP/s", True, "shah2024flashattention3"),
-    FlashAttentionVersion(
-        "FlashAttention-4", 2026, "Blackwell (B200, GB200)", (10, 0),
-        "fully asynchronous MMA pipelines, software-emulated exp and conditional rescaling, "
-        "tensor memory and 2-CTA MMA in the backward; written in CuTe-DSL (Python)",
-        "up to 1.3x over cuDNN 9.13 and 2.7x over Triton on B200 (BF16); up to 1613 TFLOP/s (71%)",
-        True, "zadouri2026flashattention4"),
-)
-
-
-def flash_versions_for(compute_capability: tuple[int, int]) -> list[FlashAttentionVersion]:
-    """Return the FlashAttention versions whose official kernels target this GPU generation.
-
-    A version applies from its `min_compute_capability` up to (not including) the next major
-    generation that got its own version, except FlashAttention-2, which runs on every sm80+ GPU.
-    """
-    if len(compute_capability) != 2 or compute_capability < (5, 0):
-        raise ValueError(f"compute_capability must be (major, minor) >= (5, 0); got {compute_capability}")
-    out = []
-    for v in FLASH_ATTENTION_VERSIONS:
-        if compute_capability < v.min_compute_capability:
-            continue
-        if v.name == "FlashAttention" and compute_capability >= (9, 0):
-            continue  # the 1.x kernels were written for Turing/Ampere
-        if v.name in ("FlashAttention-3",) and compute_capability[0] != 9:
-            continue
-        if v.name == "FlashAttention-4" and compute_capability[0] != 10:
-            continue
-        out.append(v)
-    return out
