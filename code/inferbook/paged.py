@@ -246,7 +246,7 @@ class PagedKVCache:
         n = validate.non_negative_int("n", n)
         length = self._lengths[seq_id]
         needed = ceil_div(length + n, self.block_size) - len(table)
-        if n > 0 and length % self.block_size and self.allocator.ref_count(table[-1]) > 1:
+        if n > 0 and length % self.block_size and self.allocator._ref[table[-1]] > 1:
             needed += 1  # the shared, partly filled last block must be copied before writing
         return needed
 
@@ -267,7 +267,7 @@ class PagedKVCache:
         if not self.allocator.can_allocate(needed):
             raise OutOfBlocksError(needed, self.allocator.num_free_blocks, f"appending {n} token(s) to {seq_id!r}")
         table, length = self._tables[seq_id], self._lengths[seq_id]
-        if n > 0 and length % self.block_size and self.allocator.ref_count(table[-1]) > 1:
+        if n > 0 and length % self.block_size and self.allocator._ref[table[-1]] > 1:
             table[-1] = self._copy_on_write(table[-1])
         while len(table) < ceil_div(length + n, self.block_size):
             table.append(self.allocator.allocate())

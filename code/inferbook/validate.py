@@ -26,14 +26,18 @@ class ArgumentTypeError(TypeError, ValueError):
 
 def is_int(value) -> bool:
     """Return whether `value` is an integer (Python or NumPy; not a bool, not a float)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    kind = type(value)
+    if kind is int:  # the common case, checked first: this runs on every public call
+        return True
+    return kind is not bool and isinstance(value, numbers.Integral)
 
 
 def integer(name: str, value, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return `value` as an int; raise unless it is an integer in [minimum, maximum]."""
-    if not is_int(value):
-        raise ArgumentTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    value = int(value)
+    if type(value) is not int:
+        if not is_int(value):
+            raise ArgumentTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
     if maximum is not None and value > maximum:
