@@ -31,3 +31,27 @@ def test_versions_table_is_cited_ordered_and_picks_by_gpu():
     assert names((10, 0)) == ["FlashAttention-2", "FlashAttention-4"]
     with pytest.raises(ValueError, match="compute_capability"):
         ab.flash_versions_for((3, 5))
+
+
+@pytest.mark.parametrize("cc, mla, kv, backend, fa", [
+    ((7, 5), False, "fp16", "TRITON_ATTN", None),
+    ((8, 0), False, "bf16", "FLASH_ATTN", 2),
+    ((8, 0), False, "fp8", "FLASHINFER", None),     # FA2 refuses fp8, FlashInfer takes it
+    ((8, 9), False, "fp8", "FLASHINFER", None),
+    ((9, 0), False, "bf16", "FLASH_ATTN", 3),
+    ((9, 0), False, "fp8", "FLASH_ATTN", 3),        # FA3 reads fp8 on sm90
+    ((10, 0), False, "bf16", "FLASHINFER", None),
+    ((9, 0), True, "bf16", "FLASH_ATTN_MLA", None),
+    ((9, 0), True, "fp8", "FLASHMLA", None),
+    ((10, 0), True, "bf16", "FLASHINFER_MLA", None),
+    ((8, 0), True, "bf16", "TRITON_MLA", None),
+])
+def test_vllm_backend_choice(cc, mla, kv, backend, fa):
+    b = ab.vllm_backend(cc, mla=mla, head_dim=128, kv_dtype=kv)
+    assert (b.name, b.flash_attention_version) == (backend, fa)
+
+
+def test_fp8_kv_below_sm80_and_head_dim_upgrade():
+    with pytest.raises(ValueError, match="fp8"):
+        ab.vllm_backend((7, 5), mla=False, head_dim=128, kv_dtype="fp8")
+    assert ab.vllm_backend((9, 0), mla=False, head_dim=512, kv_dtype="bf16").flash_attention_version == 4

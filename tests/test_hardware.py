@@ -49,3 +49,20 @@ def test_ridge_point_and_errors():
         gpu("A10G").ridge_flops_per_byte
     with pytest.raises(ValueError, match="known presets: T4"):
         gpu("V100")
+
+
+@pytest.mark.parametrize("alias, preset", [
+    ("H100", "H100 SXM"), ("h100 sxm", "H100 SXM"), ("H100-SXM", "H100 SXM"),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("A100", "A100 80GB"), ("a100-sxm4-40gb", "A100 40GB"),
+    ("Tesla T4", "T4"), ("4090", "RTX 4090"), ("rtx4090", "RTX 4090"), ("l4", "L4")])
+def test_gpu_names_and_aliases(alias, preset):
+    assert gpu(alias) is GPUS[preset]
+
+
+def test_same_aliases_in_sizing_and_recommend():
+    from inferbook import sizing
+    from inferbook.recommend import resolve_gpus
+    assert sizing.fits("Llama-3.1-8B", "H100") == sizing.fits("Llama-3.1-8B", "H100 SXM")
+    assert resolve_gpus("4xH100")[0] is resolve_gpus(("h100 sxm", 4))[0] is GPUS["H100 SXM"]
+    with pytest.raises(TypeError):
+        gpu(80)

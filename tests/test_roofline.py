@@ -35,3 +35,15 @@ def test_errors():
         gpu("Z100")
     with pytest.raises(ValueError, match="A10G"):
         attainable_flops(gpu("A10G"), 10)
+
+
+def test_step_seconds_and_critical_tokens():
+    from inferbook.roofline import ForwardCost, critical_tokens, step_seconds
+    h100 = gpu("H100 SXM")
+    memory_bound = ForwardCost(flops=2 * 8e9, bytes_moved=16e9)
+    assert step_seconds(h100, memory_bound) == 16e9 / h100.hbm_bytes_per_s
+    compute_bound = ForwardCost(flops=2 * 8e9 * 10_000, bytes_moved=16e9)
+    assert step_seconds(h100, compute_bound) == 2 * 8e9 * 10_000 / h100.fp16_tensor_flops
+    t = critical_tokens(h100, 2 * 8e9, 16e9)
+    assert abs(t - h100.ridge_flops_per_byte) < 1e-9          # 2 bytes per parameter: T = ridge
+    assert critical_tokens(gpu("A10G"), 1.0, 1.0) is None

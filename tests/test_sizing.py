@@ -229,3 +229,65 @@ def test_per_gpu_shards_cover_the_cache(name, g, ctx, n):
         assert per_gpu * n == total                     # an even split, nothing replicated
     b = max_batch(s, g, n, min(ctx, s.max_position_embeddings))
     assert b >= 0
+
+
+# ---- one way to name things -------------------------------------------------------------------
+
+
+def test_dtype_names_are_case_insensitive_with_aliases():
+    for alias, name in [("BF16", "bf16"), ("bfloat16", "bf16"), ("float16", "fp16"),
+                        ("half", "fp16"), ("FP8_E4M3", "fp8"), ("float32", "fp32")]:
+        assert sizing.get_dtype(alias) is DTYPES[name]
+    assert kv_bytes("llama-3.1-8b", 1024, 1, "BFloat16") == kv_bytes("Llama-3.1-8B", 1024)
+
+
+def test_shared_arguments_come_in_the_same_order():
+    """spec, then where (gpu, n_gpus), then what (ctx_tokens, batch), then formats."""
+    import inspect
+    order = ["spec", "gpu", "n_gpus", "ctx_tokens", "batch", "kv_dtype", "weight_dtype"]
+    for fn in (kv_bytes, kv_bytes_per_gpu, fits, max_batch, max_context, min_tp_degree):
+        names = [p for p in inspect.signature(fn).parameters if p in order]
+        assert names == sorted(names, key=order.index), f"{fn.__name__}: {names}"
+    assert kv_bytes_per_gpu("Llama-3.1-8B", 2, 1024, 3, "fp8") == kv_bytes("Llama-3.1-8B", 1024, 3, "fp8") // 2
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: kv_bytes("Llama-3.1-8B", 1024, 1, 16), TypeError, "dtype must be a name"),
+    (lambda: kv_bytes_per_gpu("Llama-3.1-8B", 1024, 1, 1, "bf16"), ValueError, "n_gpus|split"),
+    (lambda: kv_bytes_per_gpu("Llama-3.1-8B", 1, "H100", 1), ValueError, "ctx_tokens"),
+    (lambda: fits("Llama-3.1-8B", "H100", reserve_fraction=float("nan")), ValueError,
+     "reserve_fraction must be a finite number"),
+    (lambda: sizing.memory_budget("Llama-3.1-8B", "H100", gpu_memory_utilization=0),
+     ValueError, r"gpu_memory_utilization must be a finite number in \(0, 1\]"),
+    (lambda: kv_bytes_per_gpu("Llama-3.1-8B", 1, 1024, window_extra_tokens=-1), ValueError,
+     "window_extra_tokens"),
+    (lambda: sizing.sequences_that_fit(10**12, "Llama-3.1-8B", 1, 1024,
+                                       shared_prefix_tokens=1024), ValueError,
+     "shared_prefix_tokens"),
+])
+def test_bad_inputs_name_the_argument_and_the_rule(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_vllm_budget_terms_are_stated():
+    rt = sizing.vllm_runtime_memory("Llama-3.1-8B", 1, max_num_batched_tokens=8192,
+                                    max_num_seqs=1024)
+    assert rt.activation_bytes >= 1024 * 128256 * 4 * 2       # float32 logits + probabilities
+    assert rt.cuda_graph_bytes == sizing.ASSUMED_CUDA_GRAPH_BYTES and "assumed" in rt.how
+    b = sizing.memory_budget("Llama-3.1-8B", "H100", 1, "bf16", gpu_memory_utilization=0.92,
+                             runtime=rt)
+    assert b.usable_bytes == 73.6e9 and b.reserve_bytes == 6.4e9
+    assert b.kv_budget_bytes == b.usable_bytes - weight_bytes("Llama-3.1-8B") - rt.total_bytes
+
+
+def test_sliding_windows_in_flight_and_shared_prefixes():
+    m = model("Mistral-7B-v0.1")
+    per_token = 32 * 2 * 8 * 128 * 2
+    assert kv_bytes_per_gpu(m, 1, 32768, 1, "bf16", window_extra_tokens=4096) == per_token * 8192
+    assert kv_bytes_per_gpu(m, 1, 6000, 1, "bf16", window_extra_tokens=4096) == per_token * 6000
+    # all layers slide: a shared prefix is not stored once (it leaves the window)
+    budget = 100 * per_token * 4096
+    assert sizing.sequences_that_fit(budget, m, 1, 4096, shared_prefix_tokens=2000) == 100
+    l8 = model("Llama-3.1-8B")
+    assert sizing.sequences_that_fit(budget, l8, 1, 4096, shared_prefix_tokens=2048) == 199

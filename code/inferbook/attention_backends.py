@@ -72,7 +72,8 @@ def flash_versions_for(compute_capability: tuple[int, int]) -> list[FlashAttenti
     generation that got its own version, except FlashAttention-2, which runs on every sm80+ GPU.
     """
     if len(compute_capability) != 2 or compute_capability < (5, 0):
-        raise ValueError(f"compute_capability must be (major, minor) >= (5, 0); got {compute_capability}")
+        raise ValueError("compute_capability must be (major, minor) >= (5, 0); "
+                         f"got {compute_capability}")
     out = []
     for v in FLASH_ATTENTION_VERSIONS:
         if compute_capability < v.min_compute_capability:

@@ -234,7 +234,8 @@ def _load_config(config) -> tuple[dict, str]:
 
 
 def _int_field(cfg: dict, key: str, default=None, *, minimum: int = 1) -> int:
-    value = cfg.get(key, default)
+    value = cfg.get(key)
+    value = default if value is None else value      # configs write null for "not used"
     if value is None:
         raise ValueError(f"config.json: required field {key!r} is missing")
     if isinstance(value, float) and value.is_integer():

@@ -16,7 +16,8 @@ def choice(p: Plan, topic: str) -> str:
     s = p.speculation
     fa = f" (FlashAttention-{p.flash_attention_version})" if p.flash_attention_version else ""
     return {
-        "weights": p.weight_dtype + (f" (--quantization {p.quantization})" if p.quantization else ""),
+        "weights": p.weight_dtype
+                   + (f" (--quantization {p.quantization})" if p.quantization else ""),
         "parallelism": f"TP={p.tensor_parallel}"
                        + (f", PP={p.pipeline_parallel}" if p.pipeline_parallel > 1 else "")
                        + (f", DP={p.data_parallel}" if p.data_parallel > 1 else ""),

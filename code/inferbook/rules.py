@@ -170,7 +170,8 @@ def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
 # weights
 
 
-def weight_ladder(spec: ModelSpec, g: GPU, allow_quantization: bool) -> list[tuple[str, str | None, str]]:
+def weight_ladder(spec: ModelSpec, g: GPU,
+                  allow_quantization: bool) -> list[tuple[str, str | None, str]]:
     """Return (storage dtype, --quantization, why) from the checkpoint's dtype down."""
     native = CHECKPOINT_DTYPE.get(spec.name, "bf16")
     ladder = [(native, None, f"the checkpoint's own {native} weights")]

@@ -311,7 +311,8 @@ def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch:
     _positive_int("batch", batch)
     if isinstance(window_extra_tokens, bool) or not isinstance(window_extra_tokens, int) \
             or window_extra_tokens < 0:
-        raise ValueError(f"window_extra_tokens must be an integer >= 0, got {window_extra_tokens!r}")
+        raise ValueError("window_extra_tokens must be an integer >= 0, "
+                         f"got {window_extra_tokens!r}")
     per_layer = _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
     tokens = sum(_cached_tokens(w, ctx_tokens, window_extra_tokens)
                  for w in _stage_windows(s, pipeline_parallel))

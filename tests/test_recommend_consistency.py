@@ -1,0 +1,50 @@
+"""No two modules answer the same question differently: the recommender's KV and weight bytes
+and its memory budget are `inferbook.sizing`'s, for every preset model x GPU x context."""
+
+import itertools
+
+import pytest
+
+from inferbook import sizing
+from inferbook.models import MODELS
+from inferbook.recommend import Workload, recommend
+
+GPUS = [("T4", 1), ("L4", 1), ("A100 80GB", 2), ("H100 SXM", 4), ("H200", 8), ("B200", 8)]
+CONTEXTS = [4096, 32768]
+GRID = list(itertools.product(sorted(MODELS), GPUS, CONTEXTS))
+
+
+@pytest.mark.parametrize("name, gpus, ctx", GRID)
+def test_recommend_uses_sizings_bytes(name, gpus, ctx):
+    spec = MODELS[name]
+    ctx = min(ctx, spec.max_position_embeddings)
+    p = recommend(name, gpus, Workload("chat", context_tokens=ctx, typical_tokens=ctx // 2))
+    if not p.ok:
+        return
+    lay = p.decision("parallelism").value["layout"]
+    tp, pp = p.tensor_parallel, p.pipeline_parallel
+    assert p.weight_bytes_total == sizing.weight_bytes(spec, p.weight_dtype)
+    assert p.memory.weight_bytes == sizing.weight_bytes_per_gpu(spec, tp, p.weight_dtype,
+                                                                pipeline_parallel=pp)
+    assert p.kv_bytes_per_sequence == sizing.kv_bytes_per_gpu(
+        spec, tp, ctx, 1, p.kv_dtype, pipeline_parallel=pp,
+        window_extra_tokens=lay.window_extra_tokens)
+    assert p.kv_bytes_per_token == sizing.kv_bytes_per_gpu(spec, tp, 1, 1, p.kv_dtype,
+                                                           pipeline_parallel=pp)
+    runtime = sizing.vllm_runtime_memory(spec, tp, max_num_batched_tokens=p.max_num_batched_tokens,
+                                         max_num_seqs=p.max_num_seqs)
+    budget = sizing.memory_budget(spec, p.gpu, tp, p.weight_dtype,
+                                  gpu_memory_utilization=p.gpu_memory_utilization,
+                                  runtime=runtime, pipeline_parallel=pp)
+    assert p.memory == budget
+    assert p.seqs_at_typical == sizing.sequences_that_fit(
+        budget.kv_budget_bytes, spec, tp, ctx // 2, p.kv_dtype, pipeline_parallel=pp,
+        window_extra_tokens=lay.window_extra_tokens)
+    if pp == 1 and sizing.get_dtype(p.kv_dtype).name == p.kv_dtype:
+        # sizing's own fit check agrees once given the same budget terms
+        report = sizing.fits(spec, p.gpu, tp, ctx, 1, p.kv_dtype, p.weight_dtype,
+                             1 - p.gpu_memory_utilization, runtime=runtime)
+        assert report.weight_bytes_per_gpu == p.memory.weight_bytes
+        assert report.kv_bytes_per_gpu == sizing.kv_bytes_per_gpu(spec, tp, ctx, 1, p.kv_dtype)
+        if spec.sliding_window is None:
+            assert report.fits
