@@ -48,7 +48,7 @@
   }
 
   function plot(host, g, r) {          // log-log roofline with the step as a dot
-    var W = 640, H = 300, L = 64, R = 16, T = 16, B = 44;
+    var W = 640, H = 300, L = 64, R = 30, T = 16, B = 44;
     var xmin = 0.1, xmax = 10000, ymin = 1e11, ymax = 1e16;
     var x = function (v) { return L + (W - L - R) * Math.log10(v / xmin) / Math.log10(xmax / xmin); };
     var y = function (v) { return H - B - (H - T - B) * Math.log10(v / ymin) / Math.log10(ymax / ymin); };
