@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import validate
+from .arith import ceil_div
 from .paged import BlockAllocator, OutOfBlocksError
 
 SHAREGPT_MEAN_PROMPT = 161.31  # tokens; Kwon et al. 2023, Fig. 11
@@ -70,8 +72,12 @@ def sharegpt_like(
     deviations `sigma_*` (our choice: a long right tail like the paper's histograms).
     Lengths are at least 1 and a request never exceeds `max_len` (outputs are cut).
     """
-    if n <= 0 or max_len < 2:
-        raise ValueError(f"need n ≥ 1 and max_len ≥ 2, got n={n}, max_len={max_len}")
+    n = validate.positive_int("n", n)
+    max_len = validate.integer("max_len", max_len, minimum=2)
+    for name, value in (("mean_prompt", mean_prompt), ("mean_output", mean_output)):
+        validate.finite_float(name, value, minimum=1.0)
+    for name, value in (("sigma_prompt", sigma_prompt), ("sigma_output", sigma_output)):
+        validate.finite_float(name, value, minimum=0.0)
     rng = np.random.default_rng(seed)
 
     def lognormal(mean, sigma):
@@ -162,8 +168,10 @@ def simulate(
     max_steps: int = 1_000_000,
 ) -> SimResult:
     """Serve every request with one allocation policy; return memory statistics (see module doc)."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    validate.one_of("policy", policy, POLICIES)
+    capacity_tokens = validate.positive_int("capacity_tokens", capacity_tokens)
+    block_size = validate.positive_int("block_size", block_size)
+    max_steps = validate.positive_int("max_steps", max_steps)
     max_len = requests.max_len
     if capacity_tokens < max_len:
         raise ValueError(f"capacity_tokens={capacity_tokens} must hold one sequence of max_len={max_len}")
@@ -219,7 +227,7 @@ def simulate(
                     break
                 handle, reserved_now = start, reserved_now + size(i)
             else:
-                n_blocks = -(-(length + 1) // block_size)  # the context plus the next token's KV
+                n_blocks = ceil_div(length + 1, block_size)  # the context plus the next token's KV
                 if allocator.num_free_blocks - n_blocks < watermark:
                     break
                 tables[i] = [allocator.allocate() for _ in range(n_blocks)]

@@ -9,11 +9,8 @@ table of ratios measured side by side in one run, and writes outputs/benchmarks/
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -21,18 +18,13 @@ import torch
 import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from bench_util import timed, versions, write_result  # noqa: E402
+
 from inferbook.decode import generate_cached, generate_naive
 from inferbook.gpt import load_hf_gpt2, num_parameters
 from inferbook.kv_cache import ConcatKVCache, KVCache
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
-
 
 def cache_update_seconds(cache_type, config, n_tokens: int) -> float:
     """Return the time to append n_tokens positions, one at a time, to every layer of a cache.
@@ -44,8 +36,10 @@ def cache_update_seconds(cache_type, config, n_tokens: int) -> float:
     k = torch.randn(1, config.n_head, 1, config.head_dim)
     start = time.perf_counter()
     for pos in range(n_tokens):
+        step = cache.begin_step(pos, 1)
         for layer in range(config.n_layer):
             cache.update(layer, k, k, pos)
+        cache.end_step(step)
     return time.perf_counter() - start
 
 
@@ -83,12 +77,12 @@ def main() -> None:
     # Interleave the fast variants so machine noise hits them alike; naive (slow) runs once, in the middle.
     for r in range(args.repeats):
         for name, fn in runs.items():
-            t, out = timed(fn)
-            times[name].append(t)
-            outputs[name] = out
+            t = timed(fn)
+            times[name].append(t.seconds)
+            outputs[name] = t.result
         if r == args.repeats // 2:
-            t, res = timed(lambda: generate_naive(ours, prompt, n))
-            times["naive"] = [t]
+            t = timed(lambda: generate_naive(ours, prompt, n))
+            times["naive"], res = [t.seconds], t.result
             outputs["naive"] = res.tokens
             per_step_naive = res.step_seconds
     per_step_cached = generate_cached(ours, prompt, n).step_seconds
@@ -121,20 +115,9 @@ def main() -> None:
         "ratios": ratios,
         "cache_only": cache_only,
         "per_step_seconds": {"naive": per_step_naive, "cached": per_step_cached},
-        "machine": {
-            "device": "cpu",
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-        },
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "transformers": transformers.__version__},
-        "date": datetime.date.today().isoformat(),
-        "command": "python tests/bench/bench_kv_cache.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
+        "versions": versions(transformers=transformers.__version__),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result)
     print(f"{'variant':<18}{'median s':>10}{'tok/s':>10}  identical")
     for k in ["naive", "cached_prealloc", "cached_concat", "hf_generate"]:
         print(f"{k:<18}{median[k]:>10.2f}{tok_s[k]:>10.1f}  {same[k]}")

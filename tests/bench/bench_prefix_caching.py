@@ -13,33 +13,26 @@ so wall time there measures the neighbours); wall seconds are recorded too.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from bench_util import timed, write_result  # noqa: E402
+
+from inferbook.arith import ceil_div  # noqa: E402
 from inferbook.decode import generate_cached
 from inferbook.gpt import GPT, GPTConfig, num_parameters
 from inferbook.paged import PagedKVCache
 from inferbook.prefix_cache import score_forked, score_reencoded
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def timed(fn):
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
-    return time.process_time() - cpu, time.perf_counter() - wall, result
-
-
 def greedy_paged(model, prompt, new_tokens, block_size=16):
     """Greedy decoding through a `PagedKVCache` (the chapter's loop); returns tokens [1, P + new]."""
-    cache = PagedKVCache.for_model(model.config, -(-(prompt.shape[1] + new_tokens) // block_size), block_size)
+    cache = PagedKVCache.for_model(model.config, ceil_div(prompt.shape[1] + new_tokens, block_size),
+                                   block_size)
     cache.add_sequence(0)
     view, tokens = cache.view(0), prompt
     with torch.inference_mode():
@@ -92,10 +85,10 @@ def main() -> None:
     last = {}
     for _ in range(args.repeats):  # interleaved, so noise hits all variants alike
         for name, fn in runs.items():
-            c, w, out = timed(fn)
-            cpu[name].append(c)
-            wall[name].append(w)
-            last[name] = out
+            t = timed(fn)
+            cpu[name].append(t.cpu_seconds)
+            wall[name].append(t.seconds)
+            last[name] = t.result
     max_abs_diff = max((x - y).abs().max().item() for x, y in zip(last["forked"], last["reencoded"]))
     same_tokens = bool(torch.equal(last["paged_decode"], last["contiguous_decode"]))
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
@@ -107,8 +100,8 @@ def main() -> None:
     sweep = []
     for length in args.sweep:  # one run each: how the end-to-end ratio depends on completion length
         comps = make_completions(length)
-        c_fork, _, _ = timed(lambda: score_forked(model, prompt, comps))
-        c_re, _, _ = timed(lambda: score_reencoded(model, prompt, comps))
+        c_fork = timed(lambda: score_forked(model, prompt, comps)).cpu_seconds
+        c_re = timed(lambda: score_reencoded(model, prompt, comps)).cpu_seconds
         sweep.append({"completion_tokens": length, "forked_cpu_s": c_fork, "reencoded_cpu_s": c_re,
                       "ratio": c_re / c_fork, "token_ratio": token_ratio(length)})
     ratios = {
@@ -134,20 +127,8 @@ def main() -> None:
         "median_wall_seconds": med_wall,
         "ratios": ratios,
         "completion_length_sweep": sweep,
-        "machine": {
-            "device": "cpu",
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-        },
-        "versions": {"python": platform.python_version(), "torch": torch.__version__},
-        "date": datetime.date.today().isoformat(),
-        "command": "python tests/bench/bench_prefix_caching.py " + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in vars(args).items() if k != "out"),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result)
     print(f"{'variant':<22}{'median CPU s':>14}{'median wall s':>15}")
     for k in runs:
         print(f"{k:<22}{med_cpu[k]:>14.2f}{med_wall[k]:>15.2f}")

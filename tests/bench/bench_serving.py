@@ -16,22 +16,22 @@ speedup is the ratio of their total wall (and CPU) times. Temperature 1 (samplin
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from bench_util import repeat, versions, write_result  # noqa: E402
+
 from inferbook import tiny_lm
 from inferbook.engine import mixed_workload, serve
 from inferbook.kv_cache import KVCache
 from inferbook.speculative import expected_tokens_per_pass, sample_generate, speculative_generate
-
-ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = dict(prompt_len=(8, 32), mean_output=24.0, max_output=96, seed=0)
 ENGINE = dict(num_blocks=160, block_size=16, max_num_seqs=16, max_num_batched_tokens=1024)
 
@@ -99,22 +99,16 @@ def bench_speculative(target, draft, ks, n_prompts: int, new_tokens: int, repeat
            "cost_ratio_c": draft_pass / target_pass[1], "by_temperature": {}}
     for temperature in (1.0, 0.0):
         rows = []
-        base_times, base_cpu = [], []
-        for _ in range(repeats):
-            start, cpu = time.perf_counter(), time.process_time()
-            for i, p in enumerate(prompts):
-                sample_generate(target, p, new_tokens, temperature, torch.Generator().manual_seed(i))
-            base_times.append(time.perf_counter() - start)
-            base_cpu.append(time.process_time() - cpu)
+        base = repeat(lambda: [sample_generate(target, p, new_tokens, temperature,
+                                               torch.Generator().manual_seed(i))
+                               for i, p in enumerate(prompts)], repeats)
+        base_times, base_cpu = base.seconds, [t.cpu_seconds for t in base.timings]
         for k in ks:
-            times, cpu_times, results = [], [], []
-            for _ in range(repeats):
-                start, cpu = time.perf_counter(), time.process_time()
-                results = [speculative_generate(target, draft, p, new_tokens, k, temperature,
-                                                torch.Generator().manual_seed(i))
-                           for i, p in enumerate(prompts)]
-                times.append(time.perf_counter() - start)
-                cpu_times.append(time.process_time() - cpu)
+            runs = repeat(lambda: [speculative_generate(target, draft, p, new_tokens, k, temperature,
+                                                        torch.Generator().manual_seed(i))
+                                   for i, p in enumerate(prompts)], repeats)
+            times, cpu_times = runs.seconds, [t.cpu_seconds for t in runs.timings]
+            results = runs.result
             rounds = [r for res in results for r in res.rounds]
             full = [n + 1 for kk, n in rounds if kk == k]
             betas = [b for res in results for b in res.betas]
@@ -179,17 +173,14 @@ def main() -> None:
                   f"{r['predicted_tokens_per_pass']:>11.3f}{r['relative_error']:>+9.1%}{r['speedup']:>9.2f}"
                   f"{r['speedup_cpu']:>7.2f}{r['predicted_speedup_pass_costs']:>7.2f}")
 
+    v = versions()
     result = {
         "benchmark": "serving",
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "torch_threads": args.threads},
-        "python": platform.python_version(), "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": v["python"], "torch": v["torch"],  # kept at the top level: chapter 6 reads them
         "models": {"target": tiny_lm.TARGET_CONFIG.__dict__, "draft": tiny_lm.DRAFT_CONFIG.__dict__},
         "serving": serving, "speculative": spec,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    write_result(args.out, result)
     print(f"\nwrote {args.out}")
 
 
