@@ -1,28 +1,182 @@
-"""Every exercise is graded in both directions (wrong answers are tested per exercise, test_grading_exNN).
+"""Grading a learner can trust: every exercise graded the way the learner grades it.
 
-The solution's answers pass `pytest --nbval`; the notebook as handed out fails.
+For each exercise ONE run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`)
+grades, side by side: the solution's answers under stale saved outputs, the notebook as handed out,
+the correct alternatives and every wrong answer of `grading_cases` (which also documents the
+boundary each check covers). The first failed check of a notebook is the one `-x` would stop at;
+`test_exitfirst_stops_at_the_same_check` shows it for one case.
 """
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
 
 import pytest
 
-from grading_helpers import SOLUTIONS, exercise_names, run_exercise
+from grading_cases import ALTERNATIVES, BOUNDARIES, WRONG
+from grading_helpers import (EXERCISES, GRADE_COMMAND, ROOT, SOLUTIONS, exercise_names, grade_with_pytest,
+                             variant)
+
+sys.path.insert(0, str(ROOT / "tools"))
+import make_exercises  # noqa: E402
+
+NAMES = exercise_names()
 
 
+@functools.lru_cache(maxsize=None)
+def graded(name: str, tmp_root: str):
+    """Grade every variant of exercise `name` in one pytest process; {case id: Report}."""
+    from pathlib import Path
+
+    root = Path(tmp_root) / name
+    cases = {"solution-with-stale-outputs": variant(name, root / "solution", stale_outputs=True),
+             "blank": variant(name, root / "blank", answers="blank")}
+    for i, (ex, label, answers) in enumerate(a for a in ALTERNATIVES if a[0] == name):
+        cases[f"alternative-{i}"] = variant(name, root / f"alt{i}", answers)
+    for i, (ex, answer, source, _) in enumerate(w for w in WRONG if w[0] == name):
+        cases[f"wrong-{i}"] = variant(name, root / f"wrong{i}", {answer: source})
+    reports, output = grade_with_pytest(list(cases.values()))
+    return dict(zip(cases, reports)), output
+
+
+@pytest.fixture(scope="module")
+def tmp_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("grading"))
+
+
+# --- the exercises are the solutions, blanked ------------------------------------------------------------
 def test_every_exercise_has_a_solution():
-    names = exercise_names()
-    assert names, "no exercise notebooks found"
-    missing = [n for n in names if not (SOLUTIONS / f"{n}.ipynb").is_file()]
-    assert not missing, f"exercises without a solution notebook: {missing}"
+    assert NAMES, "no exercise notebooks found"
+    assert {p.stem for p in SOLUTIONS.glob("*.ipynb")} == set(NAMES)
 
 
-@pytest.mark.parametrize("name", exercise_names())
-def test_solution_answers_pass(name, tmp_path):
-    run = run_exercise(name, tmp_path)
-    assert run.passed, run.output[-3000:]
+def test_exercises_are_generated_from_solutions():
+    stale = [p.name for p, text in make_exercises.expected_exercises().items()
+             if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    assert not stale, f"run tools/make_exercises.py: {stale} differ from their solutions, blanked"
 
 
-@pytest.mark.parametrize("name", exercise_names())
-def test_untouched_exercise_fails(name, tmp_path):
-    run = run_exercise(name, tmp_path, answers="blank")
-    assert not run.passed, f"{name} passes although no answer was written"
-    assert "NotImplementedError" in run.output or run.check_failures(), run.output[-3000:]
+@pytest.mark.parametrize("name", NAMES)
+def test_one_marker_per_answer_cell(name):
+    for folder in (EXERCISES, SOLUTIONS):
+        nb = json.loads((folder / f"{name}.ipynb").read_text())
+        answers = [c for c in nb["cells"] if "answer" in c.get("metadata", {}).get("tags", [])]
+        assert answers, f"{name}: no answer cell"
+        assert all("answer" not in c["metadata"] for c in nb["cells"]), "the tag marks answers; no metadata key"
+        assert all(c["cell_type"] == "code" and re.fullmatch(r"[a-z0-9_]+", c["id"]) for c in answers)
+
+
+def test_blanking_keeps_signatures_and_docstrings():
+    src = 'import math\n\n@dec\ndef f(a,\n      b):\n    """Doc."""\n    return a\n\nclass C:\n' \
+          '    def __init__(self):  # given\n        self.x = 1\n\n    def g(self):\n        return 2\n\nx = 3\nprint(x)\n'
+    assert make_exercises.blank_answer(src) == (
+        'import math\n\n@dec\ndef f(a,\n      b):\n    """Doc."""\n    raise NotImplementedError("your answer here")\n\n'
+        'class C:\n    def __init__(self):  # given\n        self.x = 1\n\n    def g(self):\n'
+        '        raise NotImplementedError("your answer here")\nx = None')
+
+
+# --- one command, documented identically ---------------------------------------------------------------
+def _command_lines(text: str, notebook: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines()
+            if ln.strip() in (f"make grade NB={notebook}", f"{GRADE_COMMAND} {notebook}")]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "book/how_to_use.md"])
+def test_documents_give_the_grading_command(doc):
+    text = (ROOT / doc).read_text()
+    nb = "notebooks/exercises/ex01_naive_vs_cached.ipynb"
+    assert len(set(_command_lines(text, nb))) == 2, f"{doc} must show `make grade NB={nb}` and `{GRADE_COMMAND} {nb}`"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_exercise_opens_with_the_grading_command(name):
+    nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
+    first = "".join(nb["cells"][0]["source"])
+    assert first.startswith("# Exercise ")
+    assert len(set(_command_lines(first, f"notebooks/exercises/{name}.ipynb"))) == 2
+    last = nb["cells"][-1]
+    assert "grade()" in "".join(last["source"]) and "nbval-skip" in last["metadata"].get("tags", [])
+
+
+def test_make_grade_runs_the_documented_command():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^grade:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe, "Makefile has no grade target"
+    assert GRADE_COMMAND.replace(".venv/bin/pytest", "$(VENV)/bin/pytest") + " $(NB)" in recipe.group(1)
+
+
+# --- graded both ways, wrong answers, alternatives ------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_passes_despite_stale_outputs(name, tmp_root):
+    report = graded(name, tmp_root)[0]["solution-with-stale-outputs"]
+    assert report.passed, report.text
+    assert not re.search(r"\bCell \d+", report.text), "parts are named as the notebook names them"
+    titles = [t for t, _, _ in report.parts]
+    nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
+    headings = [m for c in nb["cells"] if c["cell_type"] == "markdown"
+                for m in re.findall(r"^## (Part \d+.*)$", "".join(c["source"]), re.M)]
+    assert titles == headings
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_blank_exercise_fails_every_part_by_name(name, tmp_root):
+    report = graded(name, tmp_root)[0]["blank"]
+    assert report.parts and all(status == "FAIL" for _, status, _ in report.parts), report.text
+    for _, _, message in report.parts:
+        assert message.startswith("CHECK FAILED [Part "), report.text
+        assert "NameError" not in message and "Traceback" not in message
+    later = [m for _, _, m in report.parts[1:]]
+    assert all("not written yet" in m or "fix Part" in m for m in later), report.text
+
+
+@pytest.mark.parametrize("case", range(len(ALTERNATIVES)), ids=[f"{a[0]}:{a[1]}" for a in ALTERNATIVES])
+def test_correct_alternatives_pass(case, tmp_root):
+    name = ALTERNATIVES[case][0]
+    index = [i for i, a in enumerate(ALTERNATIVES) if a[0] == name].index(case)
+    report = graded(name, tmp_root)[0][f"alternative-{index}"]
+    assert report.passed, report.text
+
+
+def test_at_least_two_alternatives_per_exercise():
+    assert all(sum(a[0] == n for a in ALTERNATIVES) >= 2 for n in NAMES)
+    assert set(BOUNDARIES) == set(NAMES)
+
+
+@pytest.mark.parametrize("case", range(len(WRONG)), ids=[f"{w[0]}:{w[3]}" for w in WRONG])
+def test_wrong_answer_fails_first_at_the_named_check(case, tmp_root):
+    name, _, _, expected = WRONG[case]
+    index = [i for i, w in enumerate(WRONG) if w[0] == name].index(case)
+    report = graded(name, tmp_root)[0][f"wrong-{index}"]
+    assert not report.passed
+    assert report.first_failure() == expected, report.text
+    message = next(m for _, s, m in report.parts if s == "FAIL")
+    assert message.startswith(f"CHECK FAILED [{expected}]: "), report.text
+
+
+def test_no_message_reveals_a_closed_form(tmp_root):
+    texts = [r.text for name in NAMES for r in graded(name, tmp_root)[0].values()]
+    for forbidden in ["(n+2)/3", "(n + 2) / 3", "n_k - n_q", "min(window", "min(w,", "ceil("]:
+        assert not any(forbidden in t for t in texts), forbidden
+
+
+def test_first_difference_is_shown(tmp_root):
+    by_check = {w[3]: i for i, w in enumerate(WRONG)}
+    report = graded("ex06_scheduler", tmp_root)[0]
+    texts = "\n".join(r.text for r in report.values())
+    assert "first difference at" in texts
+    ex01 = "\n".join(r.text for r in graded("ex01_naive_vs_cached", tmp_root)[0].values())
+    assert re.search(r"first difference at sequence 0, position \d+: expected \d+, got \d+", ex01), ex01
+    assert by_check
+
+
+def test_exitfirst_stops_at_the_same_check(tmp_path, tmp_root):
+    name, answer, source, expected = next(w for w in WRONG if w[0] == "ex05b_paged_attention"
+                                          and w[3].startswith("Part 3/no copy"))
+    path = variant(name, tmp_path / "x" / "one", {answer: source})
+    (report,), output = grade_with_pytest([path], exitfirst=True)
+    assert report.first_failure() == expected, report.text
+    assert [s for _, s, _ in report.parts][-2:] == ["NOT RUN", "NOT RUN"], report.text
+    assert "stopping after 1 failures" in output
