@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENDOR := book/_vendor
 
-.PHONY: book test clean lab
+.PHONY: book test clean grade lab
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: $(STAMP) $(VENDOR)/.fetched
 # Extra options: make lab LAB_ARGS="--no-browser --port 8889" (as root, e.g. in a container: --allow-root).
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+# Grade one exercise: make grade NB=notebooks/exercises/ex01_naive_vs_cached.ipynb
+# (code run afresh, saved outputs ignored; ends with a report per part of the notebook).
+grade: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/exercises/<exercise>.ipynb"; exit 2; }
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -p inferbook.grading --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NB)
 
 clean:
 	rm -rf _build $(VENDOR)
