@@ -1,0 +1,195 @@
+"""A rejected call changes nothing: snapshot the allocator, caches, prefix cache and scheduler,
+feed an invalid call, and compare.
+
+Hypothesis builds a random valid history (sequences added, grown, forked, freed, indexed by the
+prefix cache; a scheduler admitting requests), then throws calls drawn from the kinds of bad
+input the package must refuse: non-finite scales/temperatures/times, non-integer counts,
+duplicate or negative block ids, negative positions, token ids outside the vocabulary, a cache
+broadcast over a bigger batch, booleans as counts, requests that could never finish.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferbook.engine import Engine, Request, Scheduler, Sequence
+from inferbook.gpt import GPT, GPTConfig
+from inferbook.kv_cache import KVCache
+from inferbook.paged import BlockAllocator, PagedKVCache, check_invariants
+from inferbook.prefix_cache import PrefixCache
+
+CFG = GPTConfig(vocab_size=20, n_positions=32, n_embd=8, n_layer=2, n_head=2)
+BS = 4  # block size
+NAN, INF = math.nan, math.inf
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return GPT(CFG).eval()
+
+
+class World:
+    """Everything a bad call could corrupt."""
+
+    def __init__(self, model):
+        self.model = model
+        self.cache = PagedKVCache.for_model(CFG, num_blocks=12, block_size=BS)
+        self.alloc = self.cache.allocator
+        self.prefix = PrefixCache(self.alloc)
+        self.kv = KVCache.for_model(CFG, batch=1, max_len=16)
+        self.sched = Scheduler(PagedKVCache(BlockAllocator(6, BS), 1, 1, 1), max_num_seqs=3,
+                               max_num_batched_tokens=8)
+        self.engine = Engine(model, num_blocks=6, block_size=BS, clock="steps")
+        self.tokens: dict = {}  # seq_id -> its tokens (for the prefix cache)
+
+    def snapshot(self):
+        c, a, p, s = self.cache, self.alloc, self.prefix, self.sched
+        seqs = [*s.waiting, *s.running]
+        return (
+            list(a._ref), a.free_blocks(),
+            {k: list(v) for k, v in c._tables.items()}, dict(c._lengths), set(c._finished), c.copies,
+            [t.numpy().tobytes() for t in (*c.k_pool, *c.v_pool)],
+            dict(p._block_of), dict(p._hash_of), p.query_tokens, p.hit_tokens, p.evictions,
+            self.kv.length, self.kv.k.numpy().tobytes(), self.kv.v.numpy().tobytes(),
+            [q.seq_id for q in s.waiting], [q.seq_id for q in s.running], s.num_preemptions,
+            [(q.status, q.num_computed, list(q.tokens)) for q in seqs],
+            s.cache.allocator.free_blocks(), {k: list(v) for k, v in s.cache._tables.items()},
+            self.engine.cache.allocator.free_blocks(), dict(self.engine.cache._lengths),
+            self.model.counter.calls,
+        )
+
+
+# --- valid history ---------------------------------------------------------------------------
+def valid_history(world: World, data) -> None:
+    w = world
+    for i in range(data.draw(st.integers(1, 6), label="ops")):
+        op = data.draw(st.sampled_from(["add", "grow", "fork", "free", "index", "kv", "admit"]))
+        live = w.cache.sequences
+        if op == "add":
+            w.cache.add_sequence(f"s{i}")
+            w.tokens[f"s{i}"] = []
+        elif op == "grow" and live:
+            seq = data.draw(st.sampled_from(live))
+            n = data.draw(st.integers(1, 5))
+            if w.cache.can_append(seq, n):
+                tokens = data.draw(st.lists(st.integers(0, CFG.vocab_size - 1), min_size=n, max_size=n))
+                pos = w.cache.num_tokens(seq)
+                with torch.inference_mode():
+                    w.model(torch.tensor([tokens]), cache=w.cache.view(seq), pos=pos)
+                w.tokens[seq] += tokens
+        elif op == "fork" and live and w.alloc.num_free_blocks > 2:
+            parent = data.draw(st.sampled_from(live))
+            w.cache.fork(parent, f"s{i}")
+            w.tokens[f"s{i}"] = list(w.tokens[parent])
+        elif op == "free" and live:
+            w.cache.free_sequence(data.draw(st.sampled_from(live)))
+        elif op == "index" and live:
+            seq = data.draw(st.sampled_from(live))
+            table = w.cache.block_table(seq)
+            if not any(w.prefix.is_cached(b) for b in table):
+                w.prefix.insert(w.tokens[seq], table)
+        elif op == "kv" and w.kv.length < 12:
+            n = data.draw(st.integers(1, 4))
+            with torch.inference_mode():
+                w.model(torch.randint(0, CFG.vocab_size, (1, n)), cache=w.kv, pos=w.kv.length)
+        elif op == "admit":
+            seq = Sequence.from_request(Request(100 + i, tuple(range(1, data.draw(st.integers(2, 9)))), 3))
+            w.sched.add(seq)
+            for s, n in w.sched.schedule(0.0):
+                s.num_computed += n
+    check_invariants(w.cache)
+
+
+# --- invalid calls ---------------------------------------------------------------------------
+def invalid_calls(w: World, data):
+    """Return (name, thunk) pairs, every one of which must raise ValueError or TypeError."""
+    live = w.cache.sequences
+    seq = live[0] if live else None
+    free_block = w.alloc.free_blocks()[0] if w.alloc.num_free_blocks else None
+    used = [b for b in range(w.alloc.num_blocks) if w.alloc.ref_count(b) > 0]
+    big = torch.tensor([[CFG.vocab_size]])
+    calls = [
+        ("free negative block", lambda: w.alloc.free(-1)),
+        ("free bool block", lambda: w.alloc.free(True)),
+        ("incref float block", lambda: w.alloc.incref(1.0)),
+        ("incref past the pool", lambda: w.alloc.incref(w.alloc.num_blocks)),
+        ("add duplicate blocks", lambda: w.cache.add_sequence("new", [0, 0], num_tokens=2 * BS)),
+        ("add negative block", lambda: w.cache.add_sequence("new", [-1], num_tokens=1)),
+        ("add float num_tokens", lambda: w.cache.add_sequence("new", [], num_tokens=0.0)),
+        ("add negative num_tokens", lambda: w.cache.add_sequence("new", [], num_tokens=-1)),
+        ("prefix insert duplicates", lambda: w.prefix.insert([1] * (2 * BS), [5, 5])),
+        ("prefix insert negative", lambda: w.prefix.insert([1] * BS, [-1])),
+        ("prefix match bad token", lambda: w.prefix.match([1, -3, 2])),
+        ("prefix match float token", lambda: w.prefix.match([1, 2.0])),
+        ("kv out-of-vocab token", lambda: w.model(big, cache=w.kv, pos=w.kv.length)),
+        ("kv batch broadcast", lambda: w.model(torch.tensor([[1], [2]]), cache=w.kv, pos=w.kv.length)),
+        ("kv negative pos", lambda: w.model(torch.tensor([[1]]), cache=w.kv, pos=-1)),
+        ("kv float pos", lambda: w.model(torch.tensor([[1]]), cache=w.kv, pos=float(w.kv.length))),
+        ("kv gap", lambda: w.model(torch.tensor([[1]]), cache=w.kv, pos=w.kv.length + 1)),
+        ("kv past max_len", lambda: w.model(torch.ones(1, 17, dtype=torch.long), cache=w.kv, pos=0)),
+        ("model float tokens", lambda: w.model(torch.tensor([[1.0]]))),
+        ("schedule at NaN", lambda: w.sched.schedule(NAN)),
+        ("schedule at inf", lambda: w.sched.schedule(INF)),
+        ("request NaN arrival", lambda: Request(7, (1,), 2, arrival_time=NAN)),
+        ("request float max_new_tokens", lambda: Request(7, (1,), 2.5)),
+        ("request bool max_new_tokens", lambda: Request(7, (1,), True)),
+        ("engine out-of-vocab prompt", lambda: w.engine.run([Request(1, (1, CFG.vocab_size), 2)])),
+        ("engine never-finishing request", lambda: w.engine.run([Request(1, (1,) * 30, 30)])),
+        ("engine more blocks than exist", lambda: w.engine.run([Request(1, (1,) * 20, 8)])),
+        ("engine bad one among good", lambda: w.engine.run([Request(1, (1, 2), 2), Request(2, (-1,), 2)])),
+    ]
+    if free_block is not None:
+        calls.append(("double free", lambda: w.alloc.free(free_block)))
+        calls.append(("add a free block", lambda: w.cache.add_sequence("new", [free_block], num_tokens=1)))
+    if used:
+        calls.append(("prefix insert of an unfreeable mix",
+                      lambda: w.prefix.insert([3] * (2 * BS), [used[0], used[0]])))
+    if w.sched.running:
+        calls.append(("re-add a running sequence", lambda: w.sched.add(w.sched.running[0])))
+    if seq is not None:
+        n = w.cache.num_tokens(seq)
+        view = w.cache.view(seq)
+        calls += [
+            ("append float", lambda: w.cache.append_slots(seq, 1.5)),
+            ("append negative", lambda: w.cache.append_slots(seq, -1)),
+            ("append bool", lambda: w.cache.append_slots(seq, True)),
+            ("reserve float", lambda: w.cache.reserve(seq, 2.0)),
+            ("fork onto existing", lambda: w.cache.fork(seq, seq)),
+            ("slots negative start", lambda: w.cache.slots(seq, -1)),
+            ("write negative slot", lambda: w.cache.write(0, torch.tensor([-1]), torch.zeros(1, 2, 4),
+                                                          torch.zeros(1, 2, 4))),
+            ("write bool layer", lambda: w.cache.write(True, torch.tensor([0]), torch.zeros(1, 2, 4),
+                                                       torch.zeros(1, 2, 4))),
+            ("view out-of-vocab token", lambda: w.model(big, cache=view, pos=n)),
+            ("view batch broadcast", lambda: w.model(torch.tensor([[1], [2]]), cache=view, pos=n)),
+            ("view rewrite", lambda: w.model(torch.tensor([[1]]), cache=view, pos=max(n - 1, 0) if n else 1)),
+            ("view negative pos", lambda: w.model(torch.tensor([[1]]), cache=view, pos=-1)),
+            ("view past n_positions", lambda: w.model(torch.ones(1, CFG.n_positions, dtype=torch.long),
+                                                      cache=view, pos=n + 1)),
+        ]
+    return calls
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_rejected_calls_leave_every_object_as_it_was(model, data):
+    world = World(model)
+    valid_history(world, data)
+    calls = invalid_calls(world, data)
+    for _ in range(data.draw(st.integers(1, 6), label="bad calls")):
+        name, call = data.draw(st.sampled_from(calls), label="bad call")
+        before = world.snapshot()
+        with pytest.raises((ValueError, TypeError)):
+            with torch.inference_mode():
+                call()
+        assert world.snapshot() == before, f"{name} changed the state"
+    check_invariants(world.cache)
+    # and the objects still work
+    out = world.engine.run([Request(1, (1, 2, 3), 2)])
+    assert len(out.outputs[1]) == 2
