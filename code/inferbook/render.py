@@ -98,7 +98,7 @@ WORKED_EXAMPLES: tuple[Example, ...] = (
             Workload("agent", context_tokens=16384, typical_tokens=8192, concurrency=64,
                      shared_prefix_tokens=6000)),
     Example("sliding-window-mistral-l4", "Mistral-7B-v0.1", "1xL4",
-            Workload("chat", context_tokens=32768, typical_tokens=8192)),
+            Workload("chat", context_tokens=32768)),
     Example("deepseek-v3-8xh200", "DeepSeek-V3", "8xH200",
             Workload("chat", context_tokens=32768, typical_tokens=4096)),
     Example("mla-high-concurrency", "DeepSeek-V2-Lite", "4xH100",
