@@ -12,8 +12,9 @@ Public API (stable; the serving engine builds on it):
     The free list and reference counts. ``allocate() -> int`` (ref count 1; raises
     ``OutOfBlocksError`` when the free list is empty), ``free(block)`` (drops one reference;
     the block returns to the free list at 0; freeing a free block raises ``ValueError``),
-    ``incref(block)``, ``ref_count(block)``, ``num_free_blocks``, ``can_allocate(n)``.
-    ``blocks_for(num_tokens, block_size)`` (a module function) = ⌈num_tokens / block_size⌉. The free list is ordered: blocks a
+    ``incref(block)``, ``ref_count(block)``, ``num_free_blocks``, ``can_allocate(n)``; the
+    module function ``blocks_for(num_tokens, block_size)`` = ⌈num_tokens / block_size⌉. The
+    free list is ordered: blocks a
     prefix cache still indexes go to its tail and are evicted least-recently-used (see
     `prefix_cache.PrefixCache`, which plugs in through ``allocator.hook``).
 
@@ -25,7 +26,7 @@ Public API (stable; the serving engine builds on it):
     Storage ``k_pool[layer]``, ``v_pool[layer]``: ``[num_blocks, block_size, n_kv_heads, head_dim]``.
     Sequences by id (any hashable): ``add_sequence(seq_id, blocks=(), num_tokens=0)`` (start
     empty, or on blocks the caller already holds a reference to, e.g. from a prefix-cache hit),
-    ``reserve(seq_id, n)`` (reserve n more token slots; what a scheduler calls), 
+    ``reserve(seq_id, n)`` (reserve n more token slots; what a scheduler calls),
     ``append_slots(seq_id, n) -> slots`` (reserve n more token slots; a new block only when
     the last one is full; copy-on-write of a shared partly-filled last block; returns the flat
     slot indices ``block * block_size + offset``, a LongTensor [n]), ``can_append(seq_id, n)``,

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from . import validate
 from .gpt import GPT, GPTConfig
 
 VOCAB = "\n" + "".join(chr(c) for c in range(32, 127))  # 96 characters
@@ -83,8 +84,9 @@ if __name__ == "__main__":
 def prompt_windows(n: int, length: int, seed: int = 0) -> list[list[int]]:
     """Return `n` token windows of `length` characters cut from `PROMPT_TEXT` at seeded offsets."""
     tokens = encode(PROMPT_TEXT)
-    if not 1 <= length <= len(tokens):
-        raise ValueError(f"length must be in 1..{len(tokens)}, got {length}")
+    n = validate.non_negative_int("n", n)
+    length = validate.integer("length", length, 1, len(tokens))
+    seed = validate.integer("seed", seed)
     rng = torch.Generator().manual_seed(seed)
     starts = torch.randint(0, len(tokens) - length + 1, (n,), generator=rng).tolist()
     return [tokens[s:s + length] for s in starts]
@@ -92,15 +94,14 @@ def prompt_windows(n: int, length: int, seed: int = 0) -> list[list[int]]:
 
 def encode(text: str) -> list[int]:
     """Return token ids of `text`; characters outside the vocabulary become '?'."""
+    if not isinstance(text, str):
+        raise validate.ArgumentTypeError(f"text must be a str, got {type(text).__name__}")
     return [_INDEX.get(ch, UNKNOWN) for ch in text.replace("\t", "    ")]
 
 
 def decode(ids) -> str:
     """Return the text of token ids (a list or a 1-D tensor)."""
-    ids = ids.tolist() if hasattr(ids, "tolist") else ids
-    for i in ids:
-        if not 0 <= i < len(VOCAB):
-            raise ValueError(f"token id {i} outside the vocabulary 0..{len(VOCAB) - 1}")
+    ids = validate.token_ids("ids", ids, len(VOCAB))
     return "".join(VOCAB[i] for i in ids)
 
 
