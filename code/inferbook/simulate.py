@@ -37,12 +37,11 @@ import numpy as np
 from . import roofline, sizing
 from .arith import ceil_div
 from .decision import Decision
-from .engine import (EnginePagedKVCache, EngineResult, Request, RequestMetrics, Scheduler, Sequence,
-                     StepRecord)
+from .engine import EngineResult, Request, RequestMetrics, Scheduler, Sequence, StepRecord
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
 from .models import ModelSpec
-from .paged import BlockAllocator
+from .paged import BlockAllocator, PagedKVCache
 from .prefix_cache import PrefixCache
 
 # ---------------------------------------------------------------------------------------------
@@ -145,8 +144,9 @@ class CostModel:
             n_params=spec.n_active_params, n_layer=spec.num_hidden_layers,
             d_attn=spec.num_attention_heads * spec.head_dim,
             kv_dim=spec.num_key_value_heads * spec.head_dim, hidden=spec.hidden_size,
-            weight_bytes=sizing.weight_bytes(spec, weight_dtype) / tp,
-            kv_bytes_per_token=sizing.kv_bytes_per_gpu(spec, 1, 1, kv_dtype, tp),
+            weight_bytes=sizing.weight_bytes_per_gpu(spec, n_gpus=tp, weight_dtype=weight_dtype),
+            kv_bytes_per_token=sizing.kv_bytes_per_gpu(spec, n_gpus=tp, ctx_tokens=1, batch=1,
+                                                       kv_dtype=kv_dtype),
             peak_flops=peak, hbm_bytes_per_s=g.hbm_bytes_per_s, eff=eff or Efficiency(), tp=tp,
             link_bytes_per_s=None if link is None else link / 2)
 
@@ -210,9 +210,12 @@ class CostModel:
 # the scheduler on a simulated clock
 
 
-def bookkeeping_cache(num_blocks: int, block_size: int = 16) -> EnginePagedKVCache:
+PLACEHOLDER_TOKEN = 10**9  # + request id: a generated token that matches no other request's
+
+
+def bookkeeping_cache(num_blocks: int, block_size: int = 16) -> PagedKVCache:
     """Return a paged cache that only keeps the books (block tables, ref counts): 1 value per slot."""
-    return EnginePagedKVCache(BlockAllocator(num_blocks, block_size), 1, 1, 1)
+    return PagedKVCache(BlockAllocator(num_blocks, block_size), 1, 1, 1)
 
 
 def simulate(requests: list[Request], cost: CostModel, *, num_blocks: int, block_size: int = 16,
@@ -223,8 +226,8 @@ def simulate(requests: list[Request], cost: CostModel, *, num_blocks: int, block
 
     The decisions are `engine.Scheduler`'s, on a cache of `num_blocks` blocks; each step lasts
     `cost.step_time` of the scheduled (new_tokens, past_tokens); idle time jumps to the next
-    arrival, as the engine's CPU clock does. Generated tokens are placeholders (−1 − request id,
-    so they never match another request's prefix). `decode_only_cost`: prompt tokens cost
+    arrival, as the engine's CPU clock does. Generated tokens are placeholders (`PLACEHOLDER_TOKEN`
+    + request id, so they never match another request's prefix). `decode_only_cost`: prompt tokens cost
     nothing (a decode instance whose KV arrives from a prefill instance).
     """
     for r in requests:
@@ -266,7 +269,7 @@ def simulate(requests: list[Request], cost: CostModel, *, num_blocks: int, block
                 continue  # a prefill chunk: no token yet
             if n > 1:
                 sched.cache_prefix(seq)
-            seq.tokens.append(-1 - seq.seq_id)
+            seq.tokens.append(PLACEHOLDER_TOKEN + seq.seq_id)
             seq.token_times.append(t)
             if seq.first_token_time is None:
                 seq.first_token_time = t
@@ -397,7 +400,7 @@ def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv
               weight_dtype: str = "fp16", reserve_fraction: float = sizing.DEFAULT_RESERVE_FRACTION) -> int:
     """Return the KV blocks of `block_size` tokens one replica holds: `sizing.max_batch` of
     one-block sequences (memory after the reserve and the weights, per GPU)."""
-    return sizing.max_batch(spec, gpu, tp, ctx_tokens=block_size, kv_dtype=kv_dtype,
+    return sizing.max_batch(spec, gpu, n_gpus=tp, ctx_tokens=block_size, kv_dtype=kv_dtype,
                             weight_dtype=weight_dtype, reserve_fraction=reserve_fraction)
 
 
@@ -468,12 +471,12 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
                 first[m.request_id] = m
     g = gpu_preset(dep_prefill.gpu)
     link = link_bytes_per_s or (g.nvlink_bytes_per_s or g.pcie_bytes_per_s) / 2
-    kv_per_token = sizing.kv_bytes_per_token(dep_prefill.spec, dep_prefill.kv_dtype)
+    kv_per_token = sizing.kv_bytes_per_token(dep_prefill.spec, kv_dtype=dep_prefill.kv_dtype)
     handoff = []
     for r in requests:
         ready = r.arrival_time + first[r.request_id].ttft + len(r.prompt) * kv_per_token / link
         if r.max_new_tokens > 1:
-            handoff.append(replace(r, prompt=r.prompt + (-1 - r.request_id,),
+            handoff.append(replace(r, prompt=r.prompt + (PLACEHOLDER_TOKEN + r.request_id,),
                                    max_new_tokens=r.max_new_tokens - 1, arrival_time=ready))
     done: dict[int, RequestMetrics] = {}
     for part in split_round_robin(sorted(handoff, key=lambda r: r.arrival_time), n_decode):
@@ -553,7 +556,10 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     ctx = prompt_tokens + output_tokens
     best, tried = None, []
     for tp in sizing.valid_tp_degrees(spec, max_gpus):
-        if sizing.max_batch(spec, gpu_name, tp, ctx, kv_dtype, weight_dtype) < 1:
+        if best is not None and tp >= best[0][0]:  # cannot use fewer GPUs (ties go to smaller TP)
+            break
+        if sizing.max_batch(spec, gpu_name, n_gpus=tp, ctx_tokens=ctx, kv_dtype=kv_dtype,
+                            weight_dtype=weight_dtype) < 1:
             continue
         for seqs in (256, 128, 64, 32):
             dep = Deployment(spec, gpu_name, tp, seqs, max(8192, prompt_tokens), True, kv_dtype,
@@ -607,6 +613,8 @@ def _min_replicas(dep: Deployment, rate: float, prompt_tokens: int, output_token
             cache[n] = (t90 <= ttft_s and o90 <= tpot_s, t90, o90)
         return cache[n][0]
 
+    if not ok(limit):  # not even at almost no load per replica: give up at once
+        return None
     hi = 1
     while not ok(hi):  # double until it meets the targets (more replicas only lower the load)
         if hi >= limit:

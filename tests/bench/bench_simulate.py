@@ -20,6 +20,7 @@ import json
 import platform
 import statistics
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,112 @@ def bench_cpu(repeats: int, n_requests: int) -> dict:
             "arrivals": "Poisson, rate per CPU second"}, "engine": ENGINE, "repeats": repeats,
             "clock": "cpu (time.process_time, one torch thread)", "fit": fit, "rows": rows,
             "abs_rel_error_median": float(np.median(errors)), "abs_rel_error_max": float(max(errors))}
+
+
+# ---------------------------------------------------------------------------------------------
+# published GPU runs
+
+DATA = ROOT / "code" / "inferbook" / "data" / "published_runs.json"
+KV_FRACTION = 0.95   # trtllm-bench: KV cache takes 0.95 of the memory left after the weights
+PRIOR = sim.Efficiency(link_efficiency=0.7, allreduce_latency_s=10e-6)  # not fitted (see JSON)
+
+
+def trtllm_bench_limits(num_blocks: int, block_size: int, isl: int, osl: int) -> tuple[int, int]:
+    """Return (max batch size, max num tokens) as trtllm-bench's `finetune_setting` picks them:
+    requests that fit the KV pool at ISL + OSL (cap 4096), rounded up; tokens = batch · (1 + ISL/OSL),
+    cap 32768, rounded up (tensorrt_llm/bench/build/tuning.py)."""
+    raw_bs = min(num_blocks * block_size / (isl + osl), 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * -(-raw_bs // 32))
+    elif raw_bs < 1024:
+        bs = 128 * -(-raw_bs // 128)
+    else:
+        bs = 256 * -(-raw_bs // 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * -(-raw_tok // 256))
+    elif raw_tok < 8192:
+        tok = 512 * -(-raw_tok // 512)
+    else:
+        tok = 1024 * -(-raw_tok // 1024)
+    return int(bs), int(tok)
+
+
+def unit_costs(run: dict) -> dict:
+    """Simulate a published run's offline schedule once; return per-step terms at efficiency 1."""
+    spec = model(run["model"])
+    block_size = 16
+    num_blocks = sim.kv_blocks(spec, run["gpu"], run["tp"], block_size, run["kv_dtype"], run["weight_dtype"],
+                               reserve_fraction=1 - KV_FRACTION)
+    max_seqs, max_tokens = trtllm_bench_limits(num_blocks, block_size, run["prompt_tokens"], run["output_tokens"])
+    # Enough requests for two full batches (the published runs used more; see the chapter).
+    n = min(run["num_requests"], 2 * max_seqs)
+    reqs = sim.fixed_workload(n, run["prompt_tokens"], run["output_tokens"], seed=0)
+    shapes = sim.step_shapes(reqs, num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_seqs,
+                             max_num_batched_tokens=max_tokens, chunked_prefill=True)
+    unit = sim.CostModel.for_gpu(spec, run["gpu"], run["tp"], sim.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
+                                 run["kv_dtype"], run["weight_dtype"])
+    terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in map(unit.cost, shapes)])
+    latency_steps = 2 * spec.num_hidden_layers * (run["tp"] > 1)
+    return {"terms": terms, "allreduces_per_step": latency_steps, "output_tokens": n * run["output_tokens"],
+            "n_requests": n, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_tokens,
+            "num_blocks": num_blocks, "steps": len(shapes),
+            "mean_batch": float(np.mean([len(s) for s in shapes]))}
+
+
+def predict(u: dict, eff: sim.Efficiency) -> tuple[float, dict]:
+    """Return output tokens/s of a recorded schedule at efficiency `eff`, and the time shares."""
+    c, m, k = u["terms"].T
+    compute, memory = c / eff.flops_efficiency, m / eff.bandwidth_efficiency
+    comm = k / eff.link_efficiency + u["allreduces_per_step"] * eff.allreduce_latency_s
+    step = eff.step_overhead_s + np.maximum(compute, memory) + comm
+    total = step.sum()
+    shares = {"compute-bound steps": float(step[compute >= memory].sum() / total),
+              "memory-bound steps": float(step[compute < memory].sum() / total),
+              "all-reduce": float(comm.sum() / total)}
+    return u["output_tokens"] / total, shares
+
+
+def bench_published() -> dict:
+    data = json.loads(DATA.read_text())
+    start = time.perf_counter()
+    units = {}
+    for run in data["runs"]:
+        units[run["id"]] = unit_costs(run)
+        print(f"recorded {run['id']}: {units[run['id']]['steps']} steps, mean batch "
+              f"{units[run['id']]['mean_batch']:.0f} ({time.perf_counter() - start:.0f} s)")
+    fit_runs = [r for r in data["runs"] if r["role"] == "fit"]
+    grid = np.round(np.arange(0.20, 1.0001, 0.01), 2)
+    best = None
+    for fe in grid:   # least squares in log throughput over the fit runs
+        for be in grid:
+            eff = replace(PRIOR, flops_efficiency=float(fe), bandwidth_efficiency=float(be))
+            err = sum(np.log(predict(units[r["id"]], eff)[0] / r["output_tok_s"]) ** 2 for r in fit_runs)
+            if best is None or err < best[0]:
+                best = (err, eff)
+    eff = best[1]
+    print(f"\nfitted on {len(fit_runs)} runs: flops_efficiency {eff.flops_efficiency:.2f}, "
+          f"bandwidth_efficiency {eff.bandwidth_efficiency:.2f} (prior: link {eff.link_efficiency}, "
+          f"all-reduce latency {eff.allreduce_latency_s * 1e6:.0f} µs, step overhead 0)")
+    points = []
+    print(f"\n{'run':<24}{'role':<10}{'published':>10}{'predicted':>10}{'error':>8}  main term")
+    for run in data["runs"]:
+        u = units[run["id"]]
+        tput, shares = predict(u, eff)
+        err = tput / run["output_tok_s"] - 1
+        main = max(shares, key=shares.get)
+        points.append({**run, "predicted_tok_s": tput, "relative_error": err, "time_shares": shares,
+                       **{k: u[k] for k in ("n_requests", "max_num_seqs", "max_num_batched_tokens",
+                                            "num_blocks", "steps", "mean_batch")}})
+        print(f"{run['id']:<24}{run['role']:<10}{run['output_tok_s']:>10,.0f}{tput:>10,.0f}{err:>+8.1%}  "
+              f"{main} {shares[main]:.0%}")
+    held = [abs(p["relative_error"]) for p in points if p["role"] == "held-out"]
+    print(f"held-out abs error: median {np.median(held):.1%}, max {max(held):.1%}; "
+          f"{time.perf_counter() - start:.0f} s")
+    return {"benchmark": "simulate_published", "machine": machine(), "data": str(DATA.relative_to(ROOT)),
+            "fitted_efficiency": asdict(eff), "fit_grid": [float(grid[0]), float(grid[-1]), 0.01],
+            "kv_fraction": KV_FRACTION, "points": points,
+            "held_out_abs_error_median": float(np.median(held)), "held_out_abs_error_max": float(max(held))}
 
 
 def main() -> None:

@@ -1,0 +1,183 @@
+"""Tests for inferbook.simulate: the cost model's terms, the scheduler on a simulated clock
+(same decisions as the engine), the CPU fit, disaggregation and the capacity decision."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from inferbook import roofline, simulate as sim, sizing
+from inferbook.decision import Decision
+from inferbook.engine import Request, mixed_workload, serve
+from inferbook.gpt import GPT, GPTConfig
+from inferbook.hardware import gpu
+from inferbook.models import model
+
+LLAMA8 = model("Llama-3.1-8B")
+
+
+class Unit:
+    """Every step lasts one clock unit: the simulated clock then counts steps like the engine."""
+
+    name = "unit"
+
+    def step_time(self, shapes):
+        return 1.0
+
+
+# --- cost model ------------------------------------------------------------------------------
+
+def test_terms_match_roofline_and_sizing():
+    eff = sim.Efficiency(0.5, 0.8, 0.7, 1e-3, 0.0, 0.0)
+    cm = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1, eff, "bf16", "bf16")
+    shapes = [(1, 999)] * 8 + [(512, 0)]
+    c = cm.cost(shapes)
+    s = LLAMA8
+    flops = (roofline.forward_cost(s.n_active_params, s.num_hidden_layers, s.num_attention_heads * s.head_dim,
+                                   s.num_key_value_heads * s.head_dim, 8, 1, 999).flops
+             + roofline.forward_cost(s.n_active_params, s.num_hidden_layers, s.num_attention_heads * s.head_dim,
+                                     s.num_key_value_heads * s.head_dim, 1, 512, 0).flops)
+    g = gpu("H100 SXM")
+    assert c.compute_s == pytest.approx(flops / (0.5 * g.fp16_tensor_flops))
+    kv_tokens = 8 * 1000 + 512
+    bytes_ = sizing.weight_bytes(s, weight_dtype="bf16") + kv_tokens * sizing.kv_bytes_per_token(
+        s, kv_dtype="bf16")
+    assert c.memory_s == pytest.approx(bytes_ / (0.8 * g.hbm_bytes_per_s))
+    assert c.comm_s == 0
+    assert c.total_s == pytest.approx(1e-3 + max(c.compute_s, c.memory_s))
+    assert cm.cost([(1, 100)]).bound == "memory" and cm.cost([(4096, 0)]).bound == "compute"
+
+
+def test_tensor_parallel_splits_work_and_adds_allreduce():
+    one = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
+    two = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 2)
+    shapes = [(1, 500)] * 64
+    assert two.cost(shapes).memory_s == pytest.approx(one.cost(shapes).memory_s / 2, rel=1e-6)
+    assert two.cost(shapes).compute_s == pytest.approx(one.cost(shapes).compute_s / 2)
+    e = two.eff
+    message = 64 * LLAMA8.hidden_size * 2
+    link = gpu("H100 SXM").nvlink_bytes_per_s / 2
+    expected = 2 * LLAMA8.num_hidden_layers * (message / (e.link_efficiency * link) + e.allreduce_latency_s)
+    assert two.cost(shapes).comm_s == pytest.approx(expected)
+
+
+def test_fp8_weights_double_the_peak_on_hopper_only():
+    h100 = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", weight_dtype="fp8")
+    a100 = sim.CostModel.for_gpu(LLAMA8, "A100 80GB", weight_dtype="fp8")
+    assert h100.peak_flops == 2 * gpu("H100 SXM").fp16_tensor_flops
+    assert a100.peak_flops == gpu("A100 80GB").fp16_tensor_flops
+
+
+def test_bad_inputs_are_rejected():
+    with pytest.raises(ValueError, match="flops_efficiency"):
+        sim.Efficiency(flops_efficiency=0)
+    with pytest.raises(ValueError, match="heads"):
+        sim.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=3)
+    with pytest.raises(ValueError, match="chunked_prefill"):
+        sim.simulate([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=10, max_num_batched_tokens=16)
+
+
+# --- the scheduler on a simulated clock: same decisions as the engine --------------------------
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=50, n_positions=96, n_embd=16, n_layer=1, n_head=2)).eval()
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(num_blocks=40, max_num_seqs=8, max_num_batched_tokens=64),
+    dict(num_blocks=9, max_num_seqs=8, max_num_batched_tokens=64),             # preemption
+    dict(num_blocks=40, max_num_seqs=8, max_num_batched_tokens=16, chunked_prefill=True),
+    dict(num_blocks=40, max_num_seqs=4, max_num_batched_tokens=64, policy="static"),
+    dict(num_blocks=40, max_num_seqs=8, max_num_batched_tokens=64, prefix_caching=True),
+])
+def test_simulated_clock_reproduces_the_engine_in_steps(tiny, kwargs):
+    prompts = [[1, 2, 3, 4, 5, 6, 7, 8] * 4] if kwargs.get("prefix_caching") else None
+    reqs = mixed_workload(24, vocab=None if prompts else 50, prompts=prompts, prompt_len=(6, 20),
+                          mean_output=6, max_output=16, seed=3)
+    reqs = [Request(r.request_id, r.prompt, r.max_new_tokens, float(2 * i)) for i, r in enumerate(reqs)]
+    engine = serve(tiny, reqs, block_size=4, clock="steps", **kwargs)
+    simulated = sim.simulate(reqs, Unit(), block_size=4, **kwargs)
+    assert simulated.steps == engine.steps
+    assert simulated.preemptions == engine.preemptions
+    assert simulated.prefix_hit_rate == pytest.approx(engine.prefix_hit_rate)
+    for a, b in zip(simulated.metrics, engine.metrics):
+        assert (a.ttft, a.tpot, a.e2e, a.output_tokens) == pytest.approx((b.ttft, b.tpot, b.e2e, b.output_tokens))
+    if kwargs["num_blocks"] == 9:
+        assert engine.preemptions > 0
+
+
+def test_step_shapes_and_cpu_fit_recover_known_constants(tiny):
+    reqs = mixed_workload(30, vocab=50, prompt_len=(6, 20), mean_output=6, max_output=16, seed=1)
+    shapes = sim.step_shapes(reqs, num_blocks=60, block_size=4, max_num_seqs=6, max_num_batched_tokens=64)
+    truth = sim.CostModel.for_gpt(tiny.config, 2e9, sim.Efficiency(step_overhead_s=1e-3, seq_overhead_s=5e-5))
+    seconds = [truth.step_time(s) for s in shapes]
+    fitted = sim.fit_cpu(shapes, seconds, tiny.config)
+    assert fitted.eff.step_overhead_s == pytest.approx(1e-3, rel=1e-6)
+    assert fitted.eff.seq_overhead_s == pytest.approx(5e-5, rel=1e-6)
+    assert fitted.achieved_flops == pytest.approx(2e9, rel=1e-6)
+
+
+def test_continuous_beats_static_and_chunking_cuts_the_tpot_tail():
+    dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=64, max_num_batched_tokens=2048)
+    reqs = sim.fixed_workload(120, 1500, 64, rate=6.0, seed=0)
+    static = dep.run(reqs, policy="static", max_num_batched_tokens=65536, chunked_prefill=False)
+    cont = dep.run(reqs, chunked_prefill=False, max_num_batched_tokens=4096)
+    chunked = dep.run(reqs)
+    assert cont.percentile("e2e", 90) < static.percentile("e2e", 90)
+    assert chunked.percentile("tpot", 90) < cont.percentile("tpot", 90)
+
+
+def test_prefix_caching_skips_the_shared_prompt():
+    dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=32)
+    reqs = sim.fixed_workload(40, 1024, 8, rate=4.0, seed=0, shared_prefix_tokens=960)
+    off, on = dep.run(reqs), dep.run(reqs, prefix_caching=True)
+    assert on.prefix_hit_rate > 0.8
+    assert on.percentile("ttft", 50) < off.percentile("ttft", 50)
+
+
+def test_fixed_workload_is_poisson_and_exact_lengths():
+    reqs = sim.fixed_workload(2000, 10, 5, rate=4.0, seed=0)
+    assert {len(r.prompt) for r in reqs} == {10} and {r.max_new_tokens for r in reqs} == {5}
+    gaps = [b.arrival_time - a.arrival_time for a, b in zip(reqs, reqs[1:])]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.08)
+    assert [r.arrival_time for r in sim.fixed_workload(3, 4, 1)] == [0.0, 0.0, 0.0]
+
+
+def test_disaggregation_returns_one_metric_per_request():
+    dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=64)
+    reqs = sim.fixed_workload(60, 512, 32, rate=8.0, seed=0)
+    metrics = sim.disaggregated(dep, dep, reqs, 1, 1)
+    assert sorted(m.request_id for m in metrics) == list(range(60))
+    assert all(m.output_tokens == 32 and m.ttft > 0 and m.tpot > 0 for m in metrics)
+    assert 0 <= sim.goodput_fraction(metrics, 1.0, 0.05) <= 1
+
+
+# --- capacity ----------------------------------------------------------------------------------
+
+def test_decide_capacity_meets_the_targets_with_fewest_gpus():
+    kw = dict(prompt_tokens=256, output_tokens=32, ttft_p90_s=0.25, tpot_p90_s=0.05, n_requests=80)
+    low = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, **kw)
+    high = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1000.0, **kw)
+    for d in (low, high):
+        assert isinstance(d, Decision) and d.chapter == "ch 9"
+        v = d.value
+        assert set(v) == {"tensor_parallel_size", "replicas", "max_num_seqs", "p90_ttft_s", "p90_tpot_s"}
+        assert v["p90_ttft_s"] <= 0.25 and v["p90_tpot_s"] <= 0.05
+        assert "Poisson" in d.reason and "error" in d.reason
+    gpus = lambda d: d.value["tensor_parallel_size"] * d.value["replicas"]  # noqa: E731
+    assert gpus(low) == 1
+    assert gpus(high) > gpus(low)
+
+
+def test_decide_capacity_signature_and_impossible_targets():
+    d = sim.decide_capacity(model("Llama-3.1-70B"), "H100 SXM", request_rate=1.0, prompt_tokens=128,
+                            output_tokens=8, ttft_p90_s=1e-4, tpot_p90_s=1e-4, kv_dtype="fp16",
+                            weight_dtype="fp16", n_requests=20)
+    assert d.value is None and "no configuration" in d.reason
+    with pytest.raises(ValueError, match="request_rate"):
+        sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=0, prompt_tokens=1, output_tokens=1,
+                            ttft_p90_s=1, tpot_p90_s=1)
