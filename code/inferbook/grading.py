@@ -193,7 +193,8 @@ def check_equal(name: str, got: Any, expected: Any, hint: str = "",
         g_all, e_all = _plain(got), _plain(expected)
         if isinstance(g_all, list) and isinstance(e_all, list) and len(g_all) != len(e_all):
             length = f" ({len(e_all)} expected, {len(g_all)} returned)"
-        _fail(name, f"first difference{at}: expected {_short(e)}, got {_short(g)}{length}. {hint}".rstrip())
+        lead = f"first difference{at}: expected" if at else "expected"
+        _fail(name, f"{lead} {_short(e)}, got {_short(g)}{length}. {hint}".rstrip())
     print(f"ok: {_label(name)}")
 
 
@@ -224,7 +225,8 @@ def check_allclose(name: str, got: Any, expected: Any, rtol: float = 1e-6, atol:
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         at = _where(where, index)
-        _fail(name, f"first difference{at}: expected {e[where]:.6g}, got {g[where]:.6g}. {hint}".rstrip())
+        lead = f"first difference{at}: expected" if at else "expected"
+        _fail(name, f"{lead} {e[where]:.6g}, got {g[where]:.6g}. {hint}".rstrip())
     print(f"ok: {_label(name)}")
 
 
@@ -322,7 +324,7 @@ def build_report(name: str, cells: list, outcomes: dict[int, tuple[str, str]]) -
 
 # --- grade(): the notebook as it is in the Colab tab ------------------------------------------------
 def _live_notebook() -> tuple[dict, str]:
-    if "google.colab" in sys.modules or os.environ.get("FAKE_COLAB_IPYNB"):
+    if "google.colab" in sys.modules:
         from google.colab import _message  # type: ignore
 
         reply = _message.blocking_request("get_ipynb", request="", timeout_sec=60)
@@ -435,7 +437,7 @@ def _makereport(item, call):
         return
     rep = outcome.get_result()
     store = item.config._grading.setdefault(item.parent.nodeid, {"cells": item.parent.nb.cells,
-                                                                  "name": item.parent.name,
+                                                                  "name": item.parent.nodeid,
                                                                   "outcomes": {}})
     index = getattr(item, "_grading_index", None)
     if index is None:
