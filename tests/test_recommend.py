@@ -313,3 +313,53 @@ def test_any_request_gets_a_valid_plan_or_a_refusal(m, g, n, ctx, kind, conc):
     assert r.kv_bytes_per_sequence <= r.memory.kv_budget_bytes
     assert r.memory.usable_bytes <= gpu(g).hbm_bytes
     assert 1 <= r.max_num_seqs and (conc is None or r.max_num_seqs <= conc)
+
+
+# ---- chapter 9's capacity plan -----------------------------------------------------------------
+
+
+def _fake_capacity(value):
+    from inferbook.decision import Decision
+
+    calls = []
+
+    def decide_capacity(spec, gpu_name, **kwargs):
+        calls.append((spec.name, gpu_name, kwargs))
+        return Decision(value, "simulated (fake)", "09_serving_at_scale", "test")
+    return decide_capacity, calls
+
+
+def test_capacity_plan_sets_tp_replicas_and_cap(monkeypatch):
+    import inferbook.simulate as simulate
+    fake, calls = _fake_capacity(dict(tensor_parallel_size=2, replicas=2, max_num_seqs=48,
+                                      p90_ttft_s=0.8, p90_tpot_s=0.045))
+    monkeypatch.setattr(simulate, "decide_capacity", fake)
+    w = Workload("chat", context_tokens=8192, typical_tokens=2048, output_tokens=256)
+    p = recommend("Llama-3.1-8B", "4xH100", w, request_rate=5.0, ttft_p90_s=1.0, tpot_p90_s=0.05)
+    assert (p.tensor_parallel, p.data_parallel, p.max_num_seqs) == (2, 2, 48)
+    assert "--max-num-seqs 48" in p.vllm_command and "--data-parallel-size 2" in p.vllm_command
+    name, gpu_name, kw = calls[0]
+    assert (name, gpu_name) == ("Llama-3.1-8B", "H100 SXM")
+    assert kw["prompt_tokens"] == 2048 - 256 and kw["output_tokens"] == 256
+    assert kw["request_rate"] == 5.0 and kw["weight_dtype"] == "bf16"
+    text = render.render_markdown(p)
+    assert "p90 TTFT 0.80 s" in text and "p90 TPOT 45 ms" in text
+    # more GPUs than given: refused, with the count
+    fake, _ = _fake_capacity(dict(tensor_parallel_size=2, replicas=4, max_num_seqs=48,
+                                  p90_ttft_s=0.8, p90_tpot_s=0.045))
+    monkeypatch.setattr(simulate, "decide_capacity", fake)
+    r = recommend("Llama-3.1-8B", "4xH100", w, request_rate=5.0, ttft_p90_s=1.0, tpot_p90_s=0.05)
+    assert not r.ok and "8 GPUs; 4 are available" in r.reason
+
+
+def test_capacity_plan_needs_chapter_9(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "inferbook.simulate", None)
+    w = Workload("chat", context_tokens=8192, typical_tokens=2048, output_tokens=256)
+    with pytest.raises(NotImplementedError, match="chapter 9"):
+        recommend("Llama-3.1-8B", "1xH100", w, request_rate=1.0, ttft_p90_s=1.0, tpot_p90_s=0.1)
+    with pytest.raises(ValueError, match="go together"):
+        recommend("Llama-3.1-8B", "1xH100", w, request_rate=1.0)
+    with pytest.raises(ValueError, match="output_tokens"):
+        recommend("Llama-3.1-8B", "1xH100", "chat", request_rate=1.0, ttft_p90_s=1.0,
+                  tpot_p90_s=0.1)
