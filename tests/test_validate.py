@@ -47,7 +47,7 @@ def test_helpers_accept_good_values_and_normalise_them():
     (lambda: validate.finite_float("scale", "1"), TypeError, "scale must be a real number"),
     (lambda: validate.int_list("ids", [1, True]), TypeError, "ids must hold integers"),
     (lambda: validate.int_list("ids", [1, 2.5]), TypeError, "ids must hold integers"),
-    (lambda: validate.token_ids("prompt", [1, 20], 20), ValueError, r"prompt\[1\] must be in \[0, 19\]"),
+    (lambda: validate.token_ids("prompt", [1, 20], 20), ValueError, r"prompt\[1\] = 20 is outside the vocabulary"),
     (lambda: validate.block_table("table", [1, 1], 4), ValueError, "table holds block"),
     (lambda: validate.block_table("table", [-1], 4), ValueError, r"table\[0\] must be in"),
 ])

@@ -109,7 +109,13 @@ def int_list(name: str, values, minimum: int | None = 0, maximum: int | None = N
 
 def token_ids(name: str, ids, vocab_size: int) -> list[int]:
     """Return `ids` as a list of ints; raise unless each is a token id in [0, vocab_size)."""
-    return int_list(name, ids, 0, vocab_size - 1)
+    ids = int_list(name, ids, minimum=None)
+    bad = [i for i, t in enumerate(ids) if not 0 <= t < vocab_size] if ids and (
+        min(ids) < 0 or max(ids) >= vocab_size) else []
+    if bad:
+        raise ValueError(f"{name}[{bad[0]}] = {ids[bad[0]]} is outside the vocabulary: token ids "
+                         f"must be in [0, {vocab_size})")
+    return ids
 
 
 def int_tensor(name: str, values, low: int, high: int, what: str = "values") -> torch.Tensor:
