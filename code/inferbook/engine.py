@@ -131,8 +131,6 @@ class Scheduler:
         if seq.status is not Status.WAITING or seq.num_computed:
             raise ValueError(f"sequence {seq.seq_id} is {seq.status.value} with {seq.num_computed} "
                              "tokens computed; only a fresh sequence can be queued")
-        if any(s.seq_id == seq.seq_id for s in (*self.waiting, *self.running)):
-            raise ValueError(f"a sequence with id {seq.seq_id} is already queued or running")
         self.waiting.append(seq)
 
     def preempt(self, seq: Sequence) -> None:
