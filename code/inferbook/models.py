@@ -14,8 +14,14 @@ Conventions:
   models the config repeats `num_attention_heads` there; MLA caches no per-head K/V at all, so
   sizing uses `kv_lora_rank + qk_rope_head_dim` instead (see `inferbook.sizing`).
 * `sliding_window` is the window of the layers that use one; `sliding_window_layers` says which:
-  "all" (Mistral-7B-v0.1) or "even" (Gemma-2: layers 0, 2, 4, ... are local, the odd ones global,
-  as in the Transformers implementation, `is_sliding = not layer_idx % 2`).
+  "all" (Mistral-7B-v0.1), "even" (Gemma-2: layers 0, 2, 4, ... are local, the odd ones global,
+  as in the Transformers implementation, `is_sliding = not layer_idx % 2`), or one bool per
+  layer (a config's `layer_types`).
+
+Names: `model(name)` accepts a preset name or a Hugging Face repository (base or chat),
+case-insensitively; `ModelSpec.from_hf_config(dict | path)` reads any other model's config.json
+(Llama, Mistral, Qwen2, Gemma-2, Phi-3, Mixtral, DeepSeek-V2/V3 field names). A raw config dict
+passed where a spec is expected raises TypeError pointing to `from_hf_config` (`as_spec`).
 * DeepSeek-V3's checkpoint also ships one multi-token-prediction layer (`num_nextn_predict_layers`);
   it is used only for speculative decoding, so it is not counted here (the paper's 671B excludes it).
 """
