@@ -191,11 +191,11 @@ WRONG = [
      "Part 1/fully masked tile"),
     (E3, "online_update", _swap(E3, "online_update", "alpha = np.exp(m - m_safe)", "alpha = np.exp(m) / np.exp(m_safe)"),
      "Part 1/large scores"),
-    (E3, "tile_visible", _swap(E3, "tile_visible", "(q_end - 1) + (n_k - n_q)", "(q_end - 1)"),
+    (E3, "tile_visible", _swap(E3, "tile_visible", "last_row + (n_k - n_q)", "last_row"),
      "Part 2/visited tiles, n_q=64, n_k=256, tile=32"),
-    (E3, "tile_visible", _swap(E3, "tile_visible", "k_start <= (q_end - 1)", "k_start < (q_end - 1)"),
+    (E3, "tile_visible", _swap(E3, "tile_visible", "k_start <= last_row", "k_start < last_row"),
      "Part 2/visited tiles, n_q=64, n_k=81, tile=16"),
-    (E3, "tile_visible", _swap(E3, "tile_visible", "(q_end - 1) + (n_k - n_q)", "q_start + (n_k - n_q)"),
+    (E3, "tile_visible", _swap(E3, "tile_visible", "last_row + (n_k - n_q)", "q_start + (n_k - n_q)"),
      "Part 2/visited tiles, n_q=256, n_k=256, tile=32"),
     # exercise 5.1
     (E5A, "fork", REENCODES, "Part 1/prompt prefilled once, P of 250 tokens"),
@@ -245,14 +245,14 @@ WRONG = [
     (E6, "admit", _swap(E6, "admit", "    while state", '    if state["running"]:\n        return budget\n    while state'),
      "Part 2/at most MAX_NUM_SEQS running"),
     # exercise 7.1
-    (E7, "verify", _swap(E7, "verify", "            dist = (p[b, n] - q[b, n]).clamp_min(0)    # residual after a rejection\n"
+    (E7, "verify", _swap(E7, "verify", "            dist = (p[b, n] - q[b, n]).clamp_min(0)\n"
                                        "            dist = dist / dist.sum() if dist.sum() > 0 else p[b, n]\n",
                          "            dist = p[b, n]\n"), "Part 1/first token follows the target"),
     (E7, "verify", _swap(E7, "verify", "u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]", "u[b, n] < p[b, n, draft[b, n]]"),
      "Part 1/first token follows the target"),
-    (E7, "verify", _swap(E7, "verify", "            dist = p[b, k]                              # bonus token\n",
+    (E7, "verify", _swap(E7, "verify", "            dist = p[b, k]\n",
                          "            dist = p[b, k - 1]\n"), "Part 1/bonus token follows the target after the drafts"),
-    (E7, "verify", _swap(E7, "verify", "        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:  # u < p/q\n"
+    (E7, "verify", _swap(E7, "verify", "        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:\n"
                                        "            n += 1\n",
                          "        n = sum(bool(u[b, i] * q[b, i, draft[b, i]] < p[b, i, draft[b, i]]) for i in range(k))\n"),
      "Part 1/greedy limit: accepted counts"),
