@@ -144,26 +144,41 @@ def trtllm_bench_limits(num_blocks: int, block_size: int, isl: int, osl: int) ->
     return int(bs), int(tok)
 
 
-def unit_costs(run: dict) -> dict:
-    """Simulate a published run's offline schedule once; return per-step terms at efficiency 1."""
+def scale_factor(max_seqs: int, min_seqs: int = 24) -> int:
+    """Return the largest power of two k with max_seqs / k ≥ min_seqs (at least 1)."""
+    k = 1
+    while max_seqs / (2 * k) >= min_seqs:
+        k *= 2
+    return k
+
+
+def unit_costs(run: dict, k: int | None = None) -> dict:
+    """Simulate a published run's offline schedule once; return per-step terms at efficiency 1.
+
+    A cheaper path with the same schedule: with fixed lengths and every request queued at t = 0,
+    k identical copies of a run with 1/k of the requests, batch limit, token budget and KV pool
+    take the steps of the whole run. So the scheduler runs on 1/k of everything and each step
+    is costed with its shapes repeated k times (`tests/test_simulate.py` checks the equivalence).
+    """
     spec = model(run["model"])
     block_size = 16
     num_blocks = sim.kv_blocks(spec, run["gpu"], run["tp"], block_size, run["kv_dtype"], run["weight_dtype"],
                                reserve_fraction=1 - KV_FRACTION)
     max_seqs, max_tokens = trtllm_bench_limits(num_blocks, block_size, run["prompt_tokens"], run["output_tokens"])
-    # Enough requests for two full batches (the published runs used more; see the chapter).
-    n = min(run["num_requests"], 2 * max_seqs)
+    k = k or scale_factor(max_seqs)
+    n = -(-run["num_requests"] // k)
     reqs = sim.fixed_workload(n, run["prompt_tokens"], run["output_tokens"], seed=0)
-    shapes = sim.step_shapes(reqs, num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_seqs,
-                             max_num_batched_tokens=max_tokens, chunked_prefill=True)
+    shapes = sim.step_shapes(reqs, num_blocks=num_blocks // k, block_size=block_size,
+                             max_num_seqs=max_seqs // k, max_num_batched_tokens=max_tokens // k,
+                             chunked_prefill=True)
     unit = sim.CostModel.for_gpu(spec, run["gpu"], run["tp"], sim.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
                                  run["kv_dtype"], run["weight_dtype"])
-    terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in map(unit.cost, shapes)])
+    terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in (unit.cost(s * k) for s in shapes)])
     latency_steps = 2 * spec.num_hidden_layers * (run["tp"] > 1)
-    return {"terms": terms, "allreduces_per_step": latency_steps, "output_tokens": n * run["output_tokens"],
-            "n_requests": n, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_tokens,
+    return {"terms": terms, "allreduces_per_step": latency_steps, "output_tokens": n * k * run["output_tokens"],
+            "n_requests": n * k, "scale_k": k, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_tokens,
             "num_blocks": num_blocks, "steps": len(shapes),
-            "mean_batch": float(np.mean([len(s) for s in shapes]))}
+            "mean_batch": float(np.mean([len(s) * k for s in shapes]))}
 
 
 def predict(u: dict, eff: sim.Efficiency) -> tuple[float, dict]:
@@ -208,7 +223,7 @@ def bench_published() -> dict:
         err = tput / run["output_tok_s"] - 1
         main = max(shares, key=shares.get)
         points.append({**run, "predicted_tok_s": tput, "relative_error": err, "time_shares": shares,
-                       **{k: u[k] for k in ("n_requests", "max_num_seqs", "max_num_batched_tokens",
+                       **{k: u[k] for k in ("n_requests", "scale_k", "max_num_seqs", "max_num_batched_tokens",
                                             "num_blocks", "steps", "mean_batch")}})
         print(f"{run['id']:<24}{run['role']:<10}{run['output_tok_s']:>10,.0f}{tput:>10,.0f}{err:>+8.1%}  "
               f"{main} {shares[main]:.0%}")
