@@ -181,3 +181,17 @@ def test_decide_capacity_signature_and_impossible_targets():
     with pytest.raises(ValueError, match="request_rate"):
         sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=0, prompt_tokens=1, output_tokens=1,
                             ttft_p90_s=1, tpot_p90_s=1)
+
+
+def test_one_kth_of_an_offline_run_takes_the_whole_runs_steps():
+    """k identical copies of 1/k of a fixed-length offline run (requests, batch limit, token
+    budget, KV pool) step together: costing each step's sequences k times gives the whole run's
+    time (the cheap path of tests/bench/bench_simulate.py)."""
+    cm = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
+    full = dict(num_blocks=400, max_num_seqs=32, max_num_batched_tokens=512, chunked_prefill=True)
+    reqs = sim.fixed_workload(64, 100, 40)
+    whole = sum(cm.step_time(s) for s in sim.step_shapes(reqs, **full))
+    k = 4
+    part = dict(num_blocks=100, max_num_seqs=8, max_num_batched_tokens=128, chunked_prefill=True)
+    scaled = sum(cm.step_time(s * k) for s in sim.step_shapes(reqs[: 64 // k], **part))
+    assert scaled == pytest.approx(whole, rel=0.02)

@@ -163,10 +163,19 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
     spec = model(run["model"])
     block_size = 16
     num_blocks = sim.kv_blocks(spec, run["gpu"], run["tp"], block_size, run["kv_dtype"], run["weight_dtype"],
-                               reserve_fraction=1 - KV_FRACTION)
+                               reserve_fraction=run.get("reserve_fraction", 1 - KV_FRACTION))
     max_seqs, max_tokens = trtllm_bench_limits(num_blocks, block_size, run["prompt_tokens"], run["output_tokens"])
+    # runs that state their own limits (SGLang, MLPerf) use them instead of trtllm-bench's
+    if "max_num_seqs" in run:
+        # capped at what the KV pool holds at full length: TensorRT-LLM's default admission
+        # (guaranteed no eviction) and SGLang's reservation of output tokens admit no more, while
+        # this book's scheduler would admit them and preempt
+        max_seqs = min(run["max_num_seqs"],
+                       num_blocks // -(-(run["prompt_tokens"] + run["output_tokens"]) // block_size))
+    max_tokens = run.get("max_num_batched_tokens", max_tokens)
+    replicas = run.get("replicas", 1)   # identical replicas, requests split evenly: one simulated
     k = k or scale_factor(max_seqs)
-    n = -(-run["num_requests"] // k)
+    n = -(-run["num_requests"] // (k * replicas))
     reqs = sim.fixed_workload(n, run["prompt_tokens"], run["output_tokens"], seed=0)
     shapes = sim.step_shapes(reqs, num_blocks=num_blocks // k, block_size=block_size,
                              max_num_seqs=max_seqs // k, max_num_batched_tokens=max_tokens // k,
@@ -175,8 +184,9 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
                                  run["kv_dtype"], run["weight_dtype"])
     terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in (unit.cost(s * k) for s in shapes)])
     latency_steps = 2 * spec.num_hidden_layers * (run["tp"] > 1)
-    return {"terms": terms, "allreduces_per_step": latency_steps, "output_tokens": n * k * run["output_tokens"],
-            "n_requests": n * k, "scale_k": k, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_tokens,
+    return {"terms": terms, "allreduces_per_step": latency_steps,
+            "output_tokens": replicas * n * k * run["output_tokens"],
+            "n_requests": replicas * n * k, "scale_k": k, "replicas": replicas, "max_num_seqs": max_seqs, "max_num_batched_tokens": max_tokens,
             "num_blocks": num_blocks, "steps": len(shapes),
             "mean_batch": float(np.mean([len(s) * k for s in shapes]))}
 
@@ -216,17 +226,23 @@ def bench_published() -> dict:
           f"bandwidth_efficiency {eff.bandwidth_efficiency:.2f} (prior: link {eff.link_efficiency}, "
           f"all-reduce latency {eff.allreduce_latency_s * 1e6:.0f} µs, step overhead 0)")
     points = []
-    print(f"\n{'run':<24}{'role':<10}{'published':>10}{'predicted':>10}{'error':>8}  main term")
+    print(f"\n{'run':<28}{'role':<10}{'published':>10}{'predicted':>10}{'error':>8}  main term")
     for run in data["runs"]:
         u = units[run["id"]]
         tput, shares = predict(u, eff)
         err = tput / run["output_tok_s"] - 1
         main = max(shares, key=shares.get)
+        band = None
+        if "assumed" in run:   # the assumed prompt length halved and doubled
+            band = [predict(unit_costs(dict(run, prompt_tokens=max(1, round(run["prompt_tokens"] * f)))),
+                            eff)[0] for f in (0.5, 2.0)]
         points.append({**run, "predicted_tok_s": tput, "relative_error": err, "time_shares": shares,
+                       "predicted_band_prompt_x0.5_x2": band,
                        **{k: u[k] for k in ("n_requests", "scale_k", "max_num_seqs", "max_num_batched_tokens",
-                                            "num_blocks", "steps", "mean_batch")}})
-        print(f"{run['id']:<24}{run['role']:<10}{run['output_tok_s']:>10,.0f}{tput:>10,.0f}{err:>+8.1%}  "
-              f"{main} {shares[main]:.0%}")
+                                            "num_blocks", "steps", "mean_batch", "replicas")}})
+        print(f"{run['id']:<28}{run['role']:<10}{run['output_tok_s']:>10,.0f}{tput:>10,.0f}{err:>+8.1%}  "
+              f"{main} {shares[main]:.0%}" + (f"  (prompt x0.5..x2: {band[0]:,.0f}..{band[1]:,.0f})"
+                                               if band else ""))
     held = [abs(p["relative_error"]) for p in points if p["role"] == "held-out"]
     print(f"held-out abs error: median {np.median(held):.1%}, max {max(held):.1%}; "
           f"{time.perf_counter() - start:.0f} s")
