@@ -67,6 +67,7 @@ from .hardware import GPUS
 __all__ = [
     "FLASH_ATTENTION_VERSIONS", "FlashAttentionVersion", "flash_versions_for",
     "flash_attention", "launch_config", "smem_limit_bytes", "launch_plan", "compile_forward",
+    "compile_forwards", "CompiledForward",
     "attention_naive", "split_kv_attention", "merge_partials", "kv_tile_schedule",
     "benchmark_flops", "load_benchmark_results", "benchmark_label", "plot_benchmark_results",
 ]
@@ -89,39 +90,38 @@ def _attend_kv_tiles(
     BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
     CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """Fold the K/V tiles [kv_start, kv_end) into the running (acc, m_i, l_i) of one Q tile.
+    """Fold K/V tiles [kv_start, kv_end) into the running (acc, m_i, l_i) of a Q tile.
 
-    MASKED=False is the fast path for tiles every row of the Q tile may see completely;
-    MASKED=True adds the n_kv bound (the ragged tail) and, if CAUSAL, the causal test (the
-    diagonal tiles).
-    m_i is the running row max in log2 units, l_i the running row sum, acc the unnormalised
-    output; all float32.
+    MASKED=False is the fast path for tiles every row of the Q tile sees completely;
+    MASKED=True adds the n_kv bound (the ragged tail) and, if CAUSAL, the causal test
+    (the diagonal tiles). m_i is the running row max in log2 units, l_i the running
+    row sum, acc the unnormalised output; all float32.
     """
     offs_n = tl.arange(0, BLOCK_N)
     d_ok = offs_d < HEAD_DIM
     for start_n in range(kv_start, kv_end, BLOCK_N):
         cols = start_n + offs_n
         kv_ok = cols < n_kv
-        # the tile's first key in 64 bits (n_kv * stride may pass 2**31), then 32-bit offsets
+        # first key in 64 bits (n_kv * stride may pass 2**31), then 32-bit offsets
         first = tl.cast(start_n, tl.int64)
         k_tile = k_base + first * stride_kn
         v_tile = v_base + first * stride_vn
-        # K tile as [HEAD_DIM, BLOCK_N] (transposed by the pointer arithmetic), V as [BLOCK_N, D]
+        # K tile as [HEAD_DIM, BLOCK_N] (transposed by the pointers), V as [BLOCK_N, D]
         k = tl.load(k_tile + offs_n[None, :] * stride_kn + offs_d[:, None],
                     mask=kv_ok[None, :] & d_ok[:, None], other=0.0)
         v = tl.load(v_tile + offs_n[:, None] * stride_vn + offs_d[None, :],
                     mask=kv_ok[:, None] & d_ok[None, :], other=0.0)
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale  # log2 units
         if MASKED:
             visible = kv_ok[None, :]
             if CAUSAL:
                 visible = visible & (cols[None, :] <= offs_m[:, None] + causal_offset)
             s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        # A row that has seen no visible key yet keeps m = -inf; shift by 0 instead so that
-        # exp2(-inf - (-inf)) never produces NaN.
+        # A row that has seen no visible key yet keeps m = -inf; shift by 0 instead
+        # so that exp2(-inf - (-inf)) never produces NaN.
         m_shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_shift)           # rescales what was accumulated so far
+        alpha = tl.math.exp2(m_i - m_shift)     # rescales what was accumulated so far
         p = tl.math.exp2(s - m_shift[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -141,10 +141,10 @@ def _flash_forward_kernel(
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """One program = one BLOCK_M tile of queries of one (batch, head); writes O and LSE."""
-    # -- which tile: axis 0 walks Q tiles, axis 1 walks batch x heads ---------------------
+    """One program = one BLOCK_M tile of queries of one (batch, head): writes O, LSE."""
+    # -- which tile: axis 0 walks Q tiles, axis 1 walks batch x heads ---------------
     pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1).to(tl.int64)    # 64-bit: b * stride_qb can pass 2**31 elements
+    pid_bh = tl.program_id(1).to(tl.int64)  # 64-bit: b * stride_qb may pass 2**31
     b = pid_bh // num_heads
     h = pid_bh % num_heads
     kv_h = h // group_size                                # grouped-query attention
@@ -153,21 +153,21 @@ def _flash_forward_kernel(
     k_base = K + b * stride_kb + kv_h * stride_kh
     v_base = V + b * stride_vb + kv_h * stride_vh
 
-    # -- load the Q tile once; it stays on chip for the whole loop ------------------------
-    rows = tl.arange(0, BLOCK_M)                          # offsets inside the tile: 32-bit
+    # -- load the Q tile once; it stays on chip for the whole loop ------------------
+    rows = tl.arange(0, BLOCK_M)                    # offsets inside the tile: 32-bit
     offs_m = pid_m * BLOCK_M + rows
-    offs_d = tl.arange(0, BLOCK_D)                        # BLOCK_D = next power of 2 >= HEAD_DIM
+    offs_d = tl.arange(0, BLOCK_D)                  # BLOCK_D: power of 2 >= HEAD_DIM
     m_ok = offs_m < n_q
     d_ok = offs_d < HEAD_DIM
     q = tl.load(q_base + rows[:, None] * stride_qm + offs_d[None, :],
                 mask=m_ok[:, None] & d_ok[None, :], other=0.0)
 
-    # -- running statistics, float32 ------------------------------------------------------
+    # -- running statistics, float32 ------------------------------------------------
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    # -- which K/V tiles: unmasked ones first, then the diagonal / ragged tail ------------
+    # -- which K/V tiles: unmasked ones first, then the diagonal / ragged tail ------
     causal_offset = n_kv - n_q
     if CAUSAL:
         # every row of this tile sees keys j <= pid_m*BLOCK_M + causal_offset
@@ -187,14 +187,14 @@ def _flash_forward_kernel(
         full_end, masked_end, causal_offset, qk_scale,
         BLOCK_N, HEAD_DIM, True, CAUSAL, DOT_PRECISION)
 
-    # -- epilogue: normalise once, write O and the logsumexp ------------------------------
+    # -- epilogue: normalise once, write O and the logsumexp ------------------------
     seen = l_i > 0.0
     o = acc / tl.where(seen, l_i, 1.0)[:, None]
-    lse = tl.where(seen, (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453,
-                   float("-inf"))
+    log2_l = tl.math.log2(tl.where(seen, l_i, 1.0))
+    lse = tl.where(seen, (m_i + log2_l) * 0.6931471805599453, float("-inf"))
     o_base = O + b * stride_ob + h * stride_oh + first_m * stride_om
-    tl.store(o_base + rows[:, None] * stride_om + offs_d[None, :], o.to(O.dtype.element_ty),
-             mask=m_ok[:, None] & d_ok[None, :])
+    tl.store(o_base + rows[:, None] * stride_om + offs_d[None, :],
+             o.to(O.dtype.element_ty), mask=m_ok[:, None] & d_ok[None, :])
     tl.store(LSE + pid_bh * n_q + offs_m, lse, mask=m_ok)
 
 
@@ -340,8 +340,8 @@ def launch_config(head_dim: int, dtype: torch.dtype,
     capability: (major, minor) as `torch.cuda.get_device_capability()` gives it (or 80, "sm80").
     Per-architecture choices for sm75 (T4), sm80 (A100), sm86 (A10, RTX 30), sm89 (L4,
     RTX 40), sm90 (H100, H200) and sm100 (B200); each fits `smem_limit_bytes(capability)`.
-    float32 inputs take half the rows (and fewer keys where needed). bfloat16 needs sm80 or newer (a T4 has no bf16 tensor
-    cores): ValueError below that.
+    float32 inputs take half the rows (and fewer keys where needed). bfloat16 needs sm80 or
+    newer (a T4 has no bf16 tensor cores): ValueError below that.
     """
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not (
             MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM):
@@ -392,15 +392,15 @@ def smem_estimate_bytes(head_dim: int, dtype: torch.dtype, block_m: int, block_n
     """Return an upper estimate of the kernel's shared memory for one launch configuration.
 
     Tensor-core code (sm80+) keeps K and V tiles, BLOCK_N x BLOCK_D each, for every pipeline
-    stage and a Q tile in shared memory, plus 1 KiB of barriers; FMA code (sm75) stages float32
-    operands of one matmul at a time: (BLOCK_M + BLOCK_N) x BLOCK_D or BLOCK_M x BLOCK_N +
-    BLOCK_N x BLOCK_D. The estimate is the larger of the two; `tests/test_triton_aot.py` checks
+    stage and a Q tile in shared memory, plus up to 2 KiB of barriers; FMA code (sm75)
+    stages float32 operands of one matmul at a time: (BLOCK_M + BLOCK_N) x BLOCK_D, or BLOCK_M x BLOCK_N
+    plus max(BLOCK_M, BLOCK_N) x BLOCK_D for the second. The estimate is the larger of the two; `tests/test_triton_aot.py` checks
     it is never below what the compiler reports.
     """
     d = triton.next_power_of_2(head_dim)
     e = _element_bytes(dtype)
-    tensor_cores = e * (2 * max(num_stages, 1) * block_n * d + block_m * d) + 1024
-    fma = 4 * max((block_m + block_n) * d, block_m * block_n + block_n * d)
+    tensor_cores = e * (2 * max(num_stages, 1) * block_n * d + block_m * d) + 2048
+    fma = 4 * max((block_m + block_n) * d, block_m * block_n + max(block_m, block_n) * d)
     return max(tensor_cores, fma)
 
 
@@ -460,31 +460,82 @@ def _signature(dtype: torch.dtype) -> dict[str, str]:
     return sig
 
 
+@dataclass(frozen=True)
+class CompiledForward:
+    """The forward kernel compiled ahead of time for one target and configuration."""
+
+    head_dim: int
+    dtype: torch.dtype
+    capability: tuple[int, int]
+    causal: bool
+    config: tuple[int, int, int, int]   # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    shared_bytes: int                   # the launch's shared memory, as Triton requests it
+    ptx: str
+    cubin: bytes
+
+
 def compile_forward(head_dim: int, dtype: torch.dtype, capability, causal: bool,
-                    config: tuple[int, int, int, int] | None = None):
+                    config: tuple[int, int, int, int] | None = None) -> CompiledForward:
     """Return the forward kernel compiled ahead of time for `capability` (no GPU needed).
 
-    Uses Triton's own ptxas: `.metadata.shared` is the launch's shared memory in bytes,
-    `.asm["ptx"]`, `.asm["cubin"]` the code. `config` defaults to `launch_config`'s choice.
+    Uses Triton's compiler and its own ptxas; `config` defaults to `launch_config`'s choice.
     Pointers and strides are marked 16-divisible, as a launch on contiguous tensors with
     head_dim a multiple of 16 specialises them, so the code is what a real launch would run.
     """
+    return compile_forwards([(head_dim, dtype, capability, causal, config)])[0]
+
+
+def compile_forwards(requests) -> list[CompiledForward]:
+    """Return `compile_forward(*r)` for each request tuple, in order.
+
+    Under the interpreter (TRITON_INTERPRET=1) Triton cannot compile in this process, so the
+    batch is compiled by one Python subprocess without the variable. Triton caches each
+    compiled kernel by source hash (~/.triton/cache): an unchanged kernel compiles once.
+    """
+    requests = [(hd, dt, _capability(cc), bool(causal), tuple(cfg) if cfg else None)
+                for hd, dt, cc, causal, cfg in requests]
+    if not INTERPRETED:
+        return [_compile_one(*r) for r in requests]
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([package_parent, env.get("PYTHONPATH", "")])
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp, "requests.pkl"), Path(tmp, "results.pkl")
+        src.write_bytes(pickle.dumps(requests))
+        code = ("import pickle, sys; from inferbook import triton_flash as tf; "
+                "reqs = pickle.load(open(sys.argv[1], 'rb')); "
+                "pickle.dump(tf.compile_forwards(reqs), open(sys.argv[2], 'wb'))")
+        run = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], env=env,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"ahead-of-time compile failed:\n{run.stderr[-3000:]}")
+        return pickle.loads(dst.read_bytes())
+
+
+def _compile_one(head_dim, dtype, cc, causal, config) -> CompiledForward:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    cc = _capability(capability)
-    bm, bn, warps, stages = config or launch_config(head_dim, dtype, cc)
+    config = config or launch_config(head_dim, dtype, cc)
+    bm, bn, warps, stages = config
     sig = _signature(dtype)
     names = list(sig)
     aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names
                if n in ("Q", "K", "V", "O", "LSE") or n.startswith("stride")}
-    constexprs = dict(CAUSAL=bool(causal), BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim,
+    constexprs = dict(CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim,
                       BLOCK_D=triton.next_power_of_2(head_dim),
                       DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32")
     src = ASTSource(fn=_flash_forward_kernel, signature=sig, constexprs=constexprs,
                     attrs=aligned)
-    return triton.compile(src, target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
-                          options=dict(num_warps=warps, num_stages=stages))
+    kernel = triton.compile(src, target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
+                            options=dict(num_warps=warps, num_stages=stages))
+    return CompiledForward(head_dim, dtype, cc, causal, config, kernel.metadata.shared,
+                           kernel.asm["ptx"], kernel.asm["cubin"])
 
 
 def _autotune_pruner(capability):

@@ -1,0 +1,135 @@
+"""Every chapter runs top to bottom the way Colab runs it, simulated on this machine.
+
+What Colab does, and how each part is reproduced here:
+- `google.colab` is imported when the kernel starts (that is how the setup cell detects Colab):
+  an IPython startup file puts `tests/fake_colab` on `sys.path` and imports it first.
+- The setup cell clones the repository and `pip install`s it: it runs unchanged, cloning a
+  local bare clone of the committed HEAD (`INFERBOOK_REPO_URL`) into a temporary directory
+  (`INFERBOOK_CLONE_DIR`). pip installs into a throw-away target directory (`PIP_TARGET`,
+  no dependencies, no index), which is on the kernel's `PYTHONPATH`: the project's own venv
+  and its editable install are never touched, and the startup file removes the editable
+  install's path from `sys.path`, so the chapter can only import the clone's package.
+- Colab ships torch (with triton), numpy, scipy, pandas, matplotlib, ipywidgets and
+  transformers, but not myst_nb, jupyter-book, sphinx, nbval or hypothesis: a `sys.meta_path`
+  finder makes importing those raise ModuleNotFoundError.
+- The kernel starts in a scratch directory, as Colab's starts in /content.
+
+So this tests the committed notebooks and package, not the working tree. A chapter fails here
+if it needs something the book's build has and Colab lacks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_COLAB = ROOT / "tests" / "fake_colab"
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOT_ON_COLAB = ("myst_nb", "jupyter_book", "sphinx", "nbval", "hypothesis")
+CELL_TIMEOUT_S = 240
+
+STARTUP = textwrap.dedent("""
+    # Runs when the kernel starts, before the first cell: what a Colab kernel already has.
+    import importlib.abc
+    import os
+    import sys
+
+    editable = os.environ["COLAB_SIM_EDITABLE_PATH"]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != editable]
+    sys.path.insert(0, os.environ["COLAB_SIM_FAKE_COLAB"])
+    import google.colab  # noqa: F401  (Colab imports it at start; notebooks test for it)
+
+    class NotOnColab(importlib.abc.MetaPathFinder):
+        blocked = tuple(os.environ["COLAB_SIM_BLOCKED"].split(","))
+
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in self.blocked:
+                raise ModuleNotFoundError(f"No module named {name!r} (not on Colab)", name=name)
+            return None
+
+    sys.meta_path.insert(0, NotOnColab())
+""")
+
+PROBE = textwrap.dedent("""
+    import sys, inferbook
+    print("COLAB_SIM", "google.colab" in sys.modules, inferbook.__file__,
+          sorted(m for m in sys.modules if m.split(".")[0] in {blocked!r}))
+""")
+
+
+@pytest.fixture(scope="module")
+def bare_repo(tmp_path_factory):
+    """A bare clone of the committed HEAD: what the setup cell clones from."""
+    bare = tmp_path_factory.mktemp("colab") / "book.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(ROOT), str(bare)], check=True)
+    return bare
+
+
+def colab_env(bare: Path, scratch: Path) -> dict[str, str]:
+    """The kernel's environment: clone/install targets, startup file, blocked modules."""
+    site, ipython = scratch / "site", scratch / "ipython"
+    site.mkdir()
+    startup = ipython / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-colab.py").write_text(STARTUP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env.update(
+        INFERBOOK_REPO_URL=str(bare), INFERBOOK_CLONE_DIR=str(scratch / "llm-inference-book"),
+        # pip reads PIP_NO_BUILD_ISOLATION inverted: "0" means build without isolation,
+        # with this venv's setuptools, so nothing is fetched from an index.
+        PIP_TARGET=str(site), PIP_NO_DEPS="1", PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0",
+        PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONPATH=str(site), IPYTHONDIR=str(ipython),
+        COLAB_SIM_FAKE_COLAB=str(FAKE_COLAB), COLAB_SIM_BLOCKED=",".join(NOT_ON_COLAB),
+        COLAB_SIM_EDITABLE_PATH=str(ROOT / "code"), OMP_NUM_THREADS="1", MPLBACKEND="Agg",
+    )
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def run_like_colab(chapter: Path, bare: Path, scratch: Path) -> tuple[str | None, str]:
+    """Execute one chapter; return (error or None, the probe's line)."""
+    nb = nbformat.read(chapter, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE.format(blocked=set(NOT_ON_COLAB))))
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            allow_errors=False,
+                            resources={"metadata": {"path": str(scratch)}})
+    try:
+        client.execute(env=colab_env(bare, scratch), cwd=str(scratch))
+    except Exception as err:  # CellExecutionError, timeouts, dead kernels: report them all
+        return f"{type(err).__name__}: {str(err)[-3000:]}", ""
+    probe = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    return None, probe.strip()
+
+
+def test_every_chapter_runs_like_on_colab(bare_repo, tmp_path):
+    scratches = []
+    for chapter in CHAPTERS:
+        scratch = tmp_path / chapter.stem
+        scratch.mkdir()
+        scratches.append(scratch)
+    # Two kernels at a time: each chapter is single-threaded (OMP_NUM_THREADS=1).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda a: run_like_colab(a[0], bare_repo, a[1]),
+                                zip(CHAPTERS, scratches)))
+    failures = []
+    for chapter, scratch, (error, probe) in zip(CHAPTERS, scratches, results):
+        if error:
+            failures.append(f"{chapter.name}: {error}")
+            continue
+        site = str(scratch / "site" / "inferbook")
+        if probe != f"COLAB_SIM True {site}/__init__.py []":
+            failures.append(f"{chapter.name}: not a Colab-like run: {probe!r}")
+    # The project's venv still imports the editable package, untouched by the installs.
+    editable = subprocess.run([sys.executable, "-c", "import inferbook; print(inferbook.__file__)"],
+                              capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert editable.strip() == str(ROOT / "code" / "inferbook" / "__init__.py")
+    assert not failures, "\n\n".join(failures)
