@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENDOR := book/_vendor
 
-.PHONY: book test clean grade lab
+.PHONY: book test clean grade lab gpu-check
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ lab: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/exercises/<exercise>.ipynb"; exit 2; }
 	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -p inferbook.grading --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NB)
+
+# On a machine with a CUDA GPU: the Triton kernel's tests run natively, then the benchmark writes
+# outputs/benchmarks/flash_triton_<gpu>.json and prints the ratio table (GPU_CHECK_ARGS=--quick).
+gpu-check: $(STAMP)
+	$(PY) tools/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf _build $(VENDOR)
