@@ -35,7 +35,8 @@ class CacheStep:
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q, k, v: [batch, n, heads, d]; store k, v; return causal attention [batch, n, heads, d]."""
-        keys, values = self.cache.update(layer, k.transpose(1, 2), v.transpose(1, 2), self.pos)
+        # begin_step checked the span and forward the batch: store without re-checking per layer
+        keys, values = self.cache._store(layer, k.transpose(1, 2), v.transpose(1, 2), self.pos)
         return causal_attention(q.transpose(1, 2), keys, values).transpose(1, 2)
 
 
@@ -103,6 +104,10 @@ class KVCache:
         t = k_new.shape[-2]
         if pos + t > self.max_len:
             raise ValueError(f"KVCache is full: writing positions {pos}..{pos + t - 1} but max_len={self.max_len}")
+        return self._store(layer, k_new, v_new, pos)
+
+    def _store(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
+        t = k_new.shape[-2]
         self.k[layer, :, :, pos:pos + t] = k_new
         self.v[layer, :, :, pos:pos + t] = v_new
         return self.k[layer, :, :, :pos + t], self.v[layer, :, :, :pos + t]
@@ -116,8 +121,6 @@ class KVCache:
 class ConcatKVCache:
     """Cache that grows by concatenation: one list entry per layer, replaced at every step."""
 
-    batch = None  # any batch, fixed by the first step
-
     def __init__(self, n_layers: int):
         self.n_layers = validate.positive_int("n_layers", n_layers)
         self.k: list[torch.Tensor | None] = [None] * n_layers
@@ -129,6 +132,11 @@ class ConcatKVCache:
     def for_model(cls, config, batch: int = 1, max_len: int = 0, dtype=None, device=None):
         """Return a cache for a `gpt.GPTConfig` (batch, max_len, dtype, device are not needed)."""
         return cls(config.n_layer)
+
+    @property
+    def batch(self) -> int | None:
+        """Rows the cache holds (None while empty: the first step fixes it)."""
+        return None if self.k[0] is None else self.k[0].shape[0]
 
     def begin_step(self, pos: int, n: int) -> CacheStep:
         """Return the attention context that appends positions pos .. pos + n − 1 (pos == length)."""
@@ -152,6 +160,9 @@ class ConcatKVCache:
         if self.k[layer] is not None and k_new.shape[:2] != self.k[layer].shape[:2]:
             raise ValueError(f"k_new has batch/heads {tuple(k_new.shape[:2])}, the cache holds "
                              f"{tuple(self.k[layer].shape[:2])}")
+        return self._store(layer, k_new, v_new, pos)
+
+    def _store(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
         if self.k[layer] is None:
             self.k[layer], self.v[layer] = k_new, v_new
         else:
