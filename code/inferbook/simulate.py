@@ -562,10 +562,17 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
                             weight_dtype=weight_dtype) < 1:
             continue
         for seqs in (256, 128, 64, 32):
+            # Only fewer GPUs can win (or as many at a smaller TP): search no further than that.
+            limit = 64
+            if best is not None:
+                gpus, best_tp = best[0][0], best[0][1]
+                limit = gpus // tp if tp < best_tp else (gpus - 1) // tp
+            if limit < 1:
+                continue
             dep = Deployment(spec, gpu_name, tp, seqs, max(8192, prompt_tokens), True, kv_dtype,
                              weight_dtype, eff=eff)
             found = _min_replicas(dep, request_rate, prompt_tokens, output_tokens, n_requests,
-                                  seed, ttft_p90_s, tpot_p90_s)
+                                  seed, ttft_p90_s, tpot_p90_s, limit)
             if found is None:
                 continue
             replicas, t90, o90 = found
@@ -591,7 +598,7 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
               f"{v['replicas'] * v['tensor_parallel_size']} {gpu_name} GPUs with max_num_seqs="
               f"{v['max_num_seqs']}: simulated p90 TTFT {v['p90_ttft_s']:.3f} s (target {ttft_p90_s:g}), "
               f"p90 TPOT {v['p90_tpot_s'] * 1e3:.1f} ms (target {tpot_p90_s * 1e3:g} ms); the fewest "
-              f"GPUs of {len(tried)} feasible (TP, max_num_seqs) choices. Assumptions: {assumptions}")
+              f"GPUs of the (TP, max_num_seqs) choices searched ({len(tried)} met the targets). Assumptions: {assumptions}")
     return Decision(v, reason, "ch 9", "agrawal2024vidur", extra={"tried": tried})
 
 
