@@ -426,3 +426,33 @@ def test_packed_decode_matches_reference(heads, kv_heads, causal):
     q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)
     o2, _ = tf.flash_attention(q_strided, k, v, causal)
     assert max_err(o2, ref_o) < 2e-6
+
+
+# ---------------------------------------------------------------------------------------
+# make gpu-check (tools/gpu_check.py)
+# ---------------------------------------------------------------------------------------
+def _gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "tools/gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="checks the CPU message; on a GPU it benchmarks")
+def test_gpu_check_refuses_cleanly_without_a_gpu(capsys):
+    assert _gpu_check().main([]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().out
+
+
+def test_gpu_check_verdicts_from_a_fixture():
+    targets = _gpu_check().targets
+
+    def run(cc, vs, ratios):
+        rows = [dict(seq_len=4096, head_dim=d, causal=False, vs=vs, ours_over_other_tflops=r)
+                for d, r in ratios]
+        return {"machine": {"capability": cc}, "ratios": rows}
+
+    assert "met (worst 0.95x" in targets(run("90", "sdpa_flash", [(64, 0.95), (128, 1.1)]))[0]
+    assert "NOT met" in targets(run("90", "sdpa_flash", [(64, 0.5), (128, 1.1)]))[0]
+    assert "NOT met" in targets(run("75", "sdpa_math", [(64, 1.5)]))[0]
+    assert "no target" in targets(run("86", "sdpa_flash", [(64, 1.0)]))[0]
