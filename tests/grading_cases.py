@@ -172,7 +172,8 @@ WRONG = [
                       "    return 2 * spec.head_dim * bytes_per_value\n", "Part 1/bytes per token per layer, Llama-2-7B, bf16"),
     (E2, "per_layer", _swap(E2, "per_layer", "return (spec.kv_lora_rank", "return 2 * (spec.kv_lora_rank"),
      "Part 1/MLA bytes per token per layer, DeepSeek-V2-Lite, bf16"),
-    (E2, "per_layer", _swap(E2, "per_layer", "* bytes_per_value\n", "* 2\n"), "Part 1/bytes per token per layer, Llama-2-7B, fp8"),
+    (E2, "per_layer", _swap(E2, "per_layer", "* bytes_per_value", "* 2").replace("(spec, 2)", "(spec, bytes_per_value)"),
+     "Part 1/bytes per token per layer, Llama-2-7B, fp8"),
     (E2, "kv_bytes", _swap(E2, "kv_bytes", "min(w, ctx_tokens)", "ctx_tokens"), "Part 2/KV bytes, Mistral-7B-v0.1 at 4097, batch 1"),
     (E2, "kv_bytes", _swap(E2, "kv_bytes", "min(w, ctx_tokens)", "w"), "Part 2/KV bytes, Mistral-7B-v0.1 at 1, batch 1"),
     (E2, "kv_bytes", _swap(E2, "kv_bytes", "min(w, ctx_tokens)", "min(w - 1, ctx_tokens)"),
@@ -196,12 +197,11 @@ WRONG = [
     (E3, "tile_visible", _swap(E3, "tile_visible", "k_start <= last_row", "k_start < last_row"),
      "Part 2/visited tiles, n_q=64, n_k=81, tile=16"),
     (E3, "tile_visible", _swap(E3, "tile_visible", "last_row + (n_k - n_q)", "q_start + (n_k - n_q)"),
-     "Part 2/visited tiles, n_q=256, n_k=256, tile=32"),
+     "Part 2/visited tiles, n_q=64, n_k=81, tile=16"),
     # exercise 5.1
     (E5A, "fork", REENCODES, "Part 1/prompt prefilled once, P of 250 tokens"),
     (E5A, "fork", NO_FORK, "Part 1/forked logits equal re-encoding, P of 250 tokens"),
-    (E5A, "fork", _swap(E5A, "fork", "pos=len(prompt))", "pos=len(prompt) - 1)"),
-     "Part 1/forked logits equal re-encoding, P of 250 tokens"),
+    (E5A, "fork", _swap(E5A, "fork", "pos=len(prompt))", "pos=len(prompt) - 1)"), "Part 1/your code runs"),
     (E5A, "hashes", NOT_CHAINED, "Part 3/hashes of 47 tokens"),
     (E5A, "hashes", PARTIAL_BLOCK, "Part 3/hashes of 1 tokens"),
     (E5A, "reuse", _swap(E5A, "reuse", "[:usable]", ""), "Part 4/prompt of 64 cached tokens"),
@@ -243,7 +243,7 @@ WRONG = [
     (E6, "admit", _swap(E6, "admit", "if n > budget and work:", "if n > budget:"), "Part 2/prompt over the budget runs alone"),
     (E6, "admit", ADMIT_SKIPS_BLOCKED, "Part 2/first come, first served"),
     (E6, "admit", _swap(E6, "admit", "    while state", '    if state["running"]:\n        return budget\n    while state'),
-     "Part 2/at most MAX_NUM_SEQS running"),
+     "Part 2/prompt exactly the remaining budget, with others"),
     # exercise 7.1
     (E7, "verify", _swap(E7, "verify", "            dist = (p[b, n] - q[b, n]).clamp_min(0)\n"
                                        "            dist = dist / dist.sum() if dist.sum() > 0 else p[b, n]\n",
@@ -251,7 +251,7 @@ WRONG = [
     (E7, "verify", _swap(E7, "verify", "u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]", "u[b, n] < p[b, n, draft[b, n]]"),
      "Part 1/first token follows the target"),
     (E7, "verify", _swap(E7, "verify", "            dist = p[b, k]\n",
-                         "            dist = p[b, k - 1]\n"), "Part 1/bonus token follows the target after the drafts"),
+                         "            dist = p[b, k - 1]\n"), "Part 1/greedy limit: next tokens"),
     (E7, "verify", _swap(E7, "verify", "        while n < k and u[b, n] * q[b, n, draft[b, n]] < p[b, n, draft[b, n]]:\n"
                                        "            n += 1\n",
                          "        n = sum(bool(u[b, i] * q[b, i, draft[b, i]] < p[b, i, draft[b, i]]) for i in range(k))\n"),

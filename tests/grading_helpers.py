@@ -124,14 +124,17 @@ def variant(name: str, where: Path, replacements: dict[str, str] | None = None, 
     return out
 
 
-def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int = 600) -> tuple[list[Report], str]:
-    """Run the documented grading command on `paths` in one pytest process (`-x` if asked).
+def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int = 600,
+                      stop_per_notebook: bool = False) -> tuple[list[Report], str]:
+    """Run the documented grading command on `paths` in one pytest process (`-x` if asked;
+    stop_per_notebook: each notebook stops at its first failed cell, as `-x` would for it alone).
 
     Returns (one Report per path, in order; the whole output). All paths share one root."""
     root = Path(paths[0]).parents[3]
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly",
             *GRADE_ARGS[:-1], str(ROOT / GRADE_ARGS[-1]), "-c", "/dev/null",
-            "--rootdir", str(root), *(["-x"] if exitfirst else []), *map(str, paths)]
+            "--rootdir", str(root), *(["-x"] if exitfirst else []),
+            *(["--grading-stop-per-notebook"] if stop_per_notebook else []), *map(str, paths)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=root)
     output = ANSI.sub("", proc.stdout + proc.stderr)
     reports = parse_reports(output)

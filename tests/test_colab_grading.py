@@ -98,3 +98,14 @@ def test_part_state_of_the_live_kernel_is_restored(colab, tmp_path):
     with grading.part(2, needs=[1]):     # Part 1 passed in this kernel before grading
         pass
     grading.reset()
+
+
+def test_a_tab_without_cell_tags_still_skips_the_grade_cell(colab, tmp_path):
+    tab = variant("ex02_kv_sizing", tmp_path / "tab")
+    nb = json.loads(tab.read_text())
+    for cell in nb["cells"]:
+        cell["metadata"] = {}
+    tab.write_text(json.dumps(nb))
+    _in_tab(colab, tab)
+    report = grading.grade(quiet=True)
+    assert report.passed and len(report.parts) == 3, str(report)

@@ -1,10 +1,11 @@
 """Grading a learner can trust: every exercise graded the way the learner grades it.
 
-For each exercise ONE run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`)
-grades, side by side: the solution's answers under stale saved outputs, the notebook as handed out,
-the correct alternatives and every wrong answer of `grading_cases` (which also documents the
-boundary each check covers). The first failed check of a notebook is the one `-x` would stop at;
-`test_exitfirst_stops_at_the_same_check` shows it for one case.
+For each exercise one run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`)
+grades, side by side, the solution's answers under stale saved outputs, the notebook as handed out
+and the correct alternatives; a second run grades every wrong answer of `grading_cases` (which also
+documents the boundary each check covers), each notebook stopping at its first failed cell
+(`--grading-stop-per-notebook`: what `-x` does for one notebook, for several in one process;
+`test_exitfirst_stops_at_the_same_check` shows that `-x` stops at the same check).
 """
 
 from __future__ import annotations
@@ -36,10 +37,16 @@ def graded(name: str, tmp_root: str):
              "blank": variant(name, root / "blank", answers="blank")}
     for i, (ex, label, answers) in enumerate(a for a in ALTERNATIVES if a[0] == name):
         cases[f"alternative-{i}"] = variant(name, root / f"alt{i}", answers)
-    for i, (ex, answer, source, _) in enumerate(w for w in WRONG if w[0] == name):
-        cases[f"wrong-{i}"] = variant(name, root / f"wrong{i}", {answer: source})
     reports, output = grade_with_pytest(list(cases.values()))
-    return dict(zip(cases, reports)), output
+    result = dict(zip(cases, reports))
+    # Wrong answers: each notebook stops at its first failed cell, as `-x` stops a lone notebook.
+    wrong = {f"wrong-{i}": variant(name, root / f"wrong{i}", {answer: source})
+             for i, (_, answer, source, _) in enumerate(w for w in WRONG if w[0] == name)}
+    if wrong:
+        reports, more = grade_with_pytest(list(wrong.values()), stop_per_notebook=True)
+        result.update(zip(wrong, reports))
+        output += more
+    return result, output
 
 
 @pytest.fixture(scope="module")

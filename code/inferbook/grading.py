@@ -345,6 +345,10 @@ def _python_source(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
+_GRADING: list[bool] = []
+GRADE_CALL = re.compile(r"^\s*(\w+\.)*grade\(\s*\)", re.M)   # a cell that grades (Colab may drop tags)
+
+
 def grade(notebook: str | os.PathLike | dict | None = None, quiet: bool = False) -> GradeReport | None:
     """Grade an exercise notebook by running its code cells in order, in a fresh namespace.
 
@@ -352,6 +356,8 @@ def grade(notebook: str | os.PathLike | dict | None = None, quiet: bool = False)
     elsewhere it prints the command that grades the saved file. Cells tagged `nbval-skip` (this
     call's own cell) are skipped, as `pytest --nbval` skips them. Returns the report.
     """
+    if _GRADING:
+        return None                      # the notebook's own grade() cell, met while grading
     if notebook is None:
         try:
             nb, name = _live_notebook()
@@ -367,12 +373,14 @@ def grade(notebook: str | os.PathLike | dict | None = None, quiet: bool = False)
     cells = nb["cells"]
     saved_status, saved_current = dict(_PART_STATUS), list(_CURRENT)
     reset()
+    _GRADING.append(True)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     outcomes: dict[int, tuple[str, str]] = {}
     cwd = os.getcwd()
     try:
         for i, cell in enumerate(cells):
-            if cell["cell_type"] != "code" or "nbval-skip" in _tags(cell) or not _source(cell).strip():
+            if cell["cell_type"] != "code" or "nbval-skip" in _tags(cell) or not _source(cell).strip() \
+                    or GRADE_CALL.search(_source(cell)):
                 continue
             filename = f"<cell {i}>"
             source = _python_source(_source(cell))
@@ -389,6 +397,7 @@ def grade(notebook: str | os.PathLike | dict | None = None, quiet: bool = False)
                 text = str(exc) if isinstance(exc, ExerciseCheckFailed) else f"{type(exc).__name__}: {exc}"
                 outcomes[i] = ("fail", failure_message(text, is_answer="answer" in _tags(cell)))
     finally:
+        _GRADING.clear()
         os.chdir(cwd)
         _PART_STATUS.clear()
         _PART_STATUS.update(saved_status)
@@ -404,12 +413,24 @@ def _is_cell(item) -> bool:
     return hasattr(item, "cell") and hasattr(item, "cell_num") and str(getattr(item, "fspath", "")).endswith(".ipynb")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--grading-stop-per-notebook", action="store_true",
+                     help="after a notebook's first failed cell, skip its remaining cells (like -x, "
+                          "but per notebook, so several notebooks can be graded in one run)")
+
+
+def pytest_runtest_setup(item):
+    if _is_cell(item) and item.parent.nodeid in getattr(item.config, "_grading_failed", set()):
+        pytest.skip("an earlier cell of this notebook failed")
+
+
 def pytest_configure(config):
     # The report replaces tracebacks and the per-cell summary (a learner reads one screen).
     if getattr(config.option, "tbstyle", "auto") == "auto":
         config.option.tbstyle = "no"
     config.option.reportchars = "N"
     config._grading = {}
+    config._grading_failed = set()
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -448,6 +469,8 @@ def _makereport(item, call):
         message = failure_message(text, is_answer="answer" in _tags(item.cell))
         store["outcomes"][index] = ("fail", message)
         rep.longrepr = message
+        if item.config.getoption("grading_stop_per_notebook", False):
+            item.config._grading_failed.add(item.parent.nodeid)
     else:
         store["outcomes"][index] = ("pass", "")
 
@@ -473,4 +496,5 @@ except ImportError:  # pragma: no cover
     pass
 else:
     pytest_runtest_makereport = pytest.hookimpl(hookwrapper=True)(_makereport)
+    pytest_runtest_setup = pytest.hookimpl(tryfirst=True)(pytest_runtest_setup)
     pytest_terminal_summary = pytest.hookimpl(trylast=True)(_terminal_summary)
