@@ -107,3 +107,17 @@ def test_bad_arguments():
         simulate(r, "paged", capacity_tokens=100)
     with pytest.raises(ValueError):
         sharegpt_like(0)
+
+
+def test_recomputed_tokens_count_readmissions():
+    from inferbook.fragmentation import sharegpt_like, simulate
+
+    requests = sharegpt_like(300, seed=1)
+    for policy in ("reserve_max", "exact", "paged"):
+        r = simulate(requests, policy, capacity_tokens=8192, block_size=16)
+        if r.preemptions == 0:
+            assert r.recomputed_tokens == 0
+        else:  # each readmission re-prefills at least its whole prompt
+            assert r.recomputed_tokens >= r.preemptions * int(requests.prompt_lens.min())
+    paged = simulate(requests, "paged", capacity_tokens=8192, block_size=16)
+    assert paged.preemptions > 0 and paged.recomputed_tokens > 0

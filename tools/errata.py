@@ -439,14 +439,16 @@ def _ch5_4x() -> str:
     runs = {p: simulate(requests, p, capacity_tokens=32768, block_size=16)
             for p in ("reserve_max", "exact", "paged")}
     paged = runs["paged"]
+    prompts = int(requests.prompt_lens.sum())
     return ("The vLLM paper reports 2–4× higher throughput than FasterTransformer and Orca at the "
             "same latency, depending on model and workload {cite:p}`kwon2023vllm`: a range, not a "
             "constant. In the chapter's simulation the paged pool finishes the same 1,000 requests "
             f"in {runs['reserve_max'].steps / paged.steps:.2f}× fewer decoding steps than "
             f"reserving the maximum length per request and {runs['exact'].steps / paged.steps:.2f}× "
             "fewer than an oracle that reserves exactly each request's final length, at a cost "
-            f"the step count hides: {paged.preemptions:,} preemptions, each of which recomputes "
-            "the preempted request's prompt and output so far.")
+            f"the step count hides: {paged.preemptions:,} preemptions, after which "
+            f"{paged.recomputed_tokens:,} token states ({paged.recomputed_tokens / prompts:.0%} "
+            "of all prompt tokens) are prefilled again.")
 
 
 def _ch5_prefix_5x() -> str:

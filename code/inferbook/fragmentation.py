@@ -108,6 +108,9 @@ class SimResult:
     external: int  # free slots while the queue head did not fit in any hole (contiguous policies)
     preemptions: int
     completed: int = 0  # requests that produced all their output tokens
+    # token states a readmitted (preempted) request had to prefill again: its prompt plus the
+    # tokens it had generated, once per readmission. Decode steps do not show this work.
+    recomputed_tokens: int = 0
     timeline: dict = field(repr=False, default_factory=dict)
 
     @property
@@ -193,7 +196,8 @@ def simulate(
     reserved_now = 0
     tl = {k: [] for k in ("held", "reserved", "running", "waiting")}
     totals = dict(held=0, reserved=0, capacity=0, external=0)
-    max_concurrent = preemptions = steps = completed = 0
+    max_concurrent = preemptions = steps = completed = recomputed_tokens = 0
+    admitted_before: set[int] = set()
 
     def release(i):
         nonlocal reserved_now
@@ -233,6 +237,9 @@ def simulate(
                 tables[i] = [allocator.allocate() for _ in range(n_blocks)]
                 handle, reserved_now = n_blocks, reserved_now + n_blocks * block_size
             waiting.popleft()
+            if i in admitted_before:  # readmission after a preemption: its KV is recomputed
+                recomputed_tokens += length
+            admitted_before.add(i)
             running[i] = [length, generated[i], handle]
         # 2. one decoding step: every running sequence stores one more token
         for i in list(running):
@@ -275,4 +282,5 @@ def simulate(
                          "use a smaller capacity_tokens or more requests")
     timeline = {k: np.asarray(v) for k, v in tl.items()}
     return SimResult(policy, capacity_tokens, steps, max_concurrent, preemptions=preemptions,
-                     completed=completed, timeline=timeline, **totals)
+                     completed=completed, recomputed_tokens=recomputed_tokens, timeline=timeline,
+                     **totals)
