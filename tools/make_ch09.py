@@ -210,7 +210,7 @@ plus {glue:text}`cpu_seq_us:.0f` µs per sequence: on this CPU, Python bookkeepi
 than the tiny model's arithmetic), the simulation tracks the measured engine over
 {glue:text}`cpu_n_rates` arrival rates with a median error of {glue:text}`cpu_err_median:.1f` %
 ({glue:text}`cpu_verdict` the 10 % target) and a worst case of {glue:text}`cpu_err_max:.1f` %.
-The worst errors sit in the p90 tails near saturation, where a few slow steps reorder the
+The worst errors sit in the TTFT near saturation, where a few slow steps reorder the
 queue, and they grow when the benchmark shares its cores: CPU time per step then inflates with
 the neighbours' load (shared caches), and calibration and sweep, run minutes apart, see
 different loads. The throughput, which averages over thousands of steps, is the steadiest.
