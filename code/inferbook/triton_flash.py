@@ -392,10 +392,11 @@ def smem_estimate_bytes(head_dim: int, dtype: torch.dtype, block_m: int, block_n
     """Return an upper estimate of the kernel's shared memory for one launch configuration.
 
     Tensor-core code (sm80+) keeps K and V tiles, BLOCK_N x BLOCK_D each, for every pipeline
-    stage and a Q tile in shared memory, plus up to 2 KiB of barriers; FMA code (sm75)
-    stages float32 operands of one matmul at a time: (BLOCK_M + BLOCK_N) x BLOCK_D, or BLOCK_M x BLOCK_N
-    plus max(BLOCK_M, BLOCK_N) x BLOCK_D for the second. The estimate is the larger of the two; `tests/test_triton_aot.py` checks
-    it is never below what the compiler reports.
+    stage and a Q tile in shared memory, plus up to 2 KiB of barriers. FMA code (sm75)
+    stages the float32 operands of one matmul at a time: (BLOCK_M + BLOCK_N) x BLOCK_D for
+    the first, BLOCK_M x BLOCK_N plus max(BLOCK_M, BLOCK_N) x BLOCK_D for the second. The
+    estimate is the larger of the two; `tests/test_triton_aot.py` checks that it is never
+    below what the compiler reports.
     """
     d = triton.next_power_of_2(head_dim)
     e = _element_bytes(dtype)
