@@ -45,3 +45,35 @@ def test_checks_pass_quietly_and_fail_with_the_check_name(capsys):
         check_close("e", float("nan"), 1.0)
     with pytest.raises(ExerciseCheckFailed, match="expected positive"):
         check("f", False, "positive")
+
+
+def test_glue_without_myst_nb_shows_figures_only(monkeypatch):
+    # On Colab there is no myst_nb: glue stores nothing, shows a figure where it is glued (no
+    # {glue:figure} will), and keeps other values hidden unless display=True.
+    import sys
+
+    import IPython.display
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inferbook.notebook import glue
+
+    shown = []
+    monkeypatch.setitem(sys.modules, "myst_nb", None)
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    fig = plt.figure()
+    glue("n", 3, display=False)
+    glue("fig", fig, display=False)
+    glue("m", 4, display=True)
+    plt.close(fig)
+    assert shown == [fig, 4]
+
+
+def test_claim_raises_with_the_sentence():
+    from inferbook.notebook import claim
+
+    claim(1 < 2, "one is less than two")
+    with pytest.raises(AssertionError, match="two is less than one"):
+        claim(2 < 1, "two is less than one")

@@ -150,16 +150,25 @@ def repo_root(start: str | os.PathLike | None = None) -> Path:
     )
 
 
+def _is_figure(value) -> bool:
+    """Return True for a matplotlib figure (without importing matplotlib if it is not loaded)."""
+    import sys
+
+    figure = getattr(sys.modules.get("matplotlib.figure"), "Figure", None)
+    return figure is not None and isinstance(value, figure)
+
+
 def glue(name: str, value, display: bool = False) -> None:
     """Store `value` under `name` for the book's `{glue:text}` / `{glue:figure}` roles.
 
-    With myst_nb absent (Colab, a plain Jupyter session) nothing is stored, and the value is
-    shown only if `display` is true, as myst_nb would show it.
+    With myst_nb absent (Colab, a plain Jupyter session) nothing is stored. A figure is then
+    shown where it is glued, since no `{glue:figure}` will ever show it (on Colab the reader
+    sees the notebook, not the book); other values only if `display` is true, as myst_nb would.
     """
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
-        if display:
+        if display or _is_figure(value):
             from IPython.display import display as show
 
             show(value)

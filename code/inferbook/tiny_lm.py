@@ -115,9 +115,16 @@ def corpus_text() -> str:
 
 
 def weights_dir() -> Path:
+    """Return outputs/tiny_lm of the book's repository: found from the package's own folder when
+    it is installed editable (make), else from the working directory (an installed copy on Colab,
+    where the notebooks run from the clone's notebooks/ folder)."""
     from .notebook import repo_root
 
-    return repo_root(Path(__file__).parent) / "outputs" / "tiny_lm"
+    try:
+        root = repo_root(Path(__file__).parent)
+    except FileNotFoundError:
+        root = repo_root()
+    return root / "outputs" / "tiny_lm"
 
 
 def load(name: str, dtype: torch.dtype = torch.float32) -> GPT:
