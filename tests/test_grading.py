@@ -1,8 +1,8 @@
 """Grading a learner can trust: every exercise graded the way the learner grades it.
 
 For each exercise one run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`)
-grades, side by side, the solution's answers under stale saved outputs, the notebook as handed out
-and the correct alternatives; a second run grades every wrong answer of `grading_cases` (which also
+grades, side by side, the notebook as handed out and the correct alternatives (one under stale saved
+outputs; the solution's own answers are graded by nbval on notebooks/solutions in the full suite); a second run grades every wrong answer of `grading_cases` (which also
 documents the boundary each check covers), each notebook stopping at its first failed cell
 (`--grading-stop-per-notebook`: what `-x` does for one notebook, for several in one process;
 `test_exitfirst_stops_at_the_same_check` shows that `-x` stops at the same check).
@@ -33,10 +33,11 @@ def graded(name: str, tmp_root: str):
     from pathlib import Path
 
     root = Path(tmp_root) / name
-    cases = {"solution-with-stale-outputs": variant(name, root / "solution", stale_outputs=True),
-             "blank": variant(name, root / "blank", answers="blank")}
+    # The solution's own answers are graded by nbval on notebooks/solutions (the full suite); here
+    # the right answers are the alternatives, the first one under stale saved outputs.
+    cases = {"blank": variant(name, root / "blank", answers="blank")}
     for i, (ex, label, answers) in enumerate(a for a in ALTERNATIVES if a[0] == name):
-        cases[f"alternative-{i}"] = variant(name, root / f"alt{i}", answers)
+        cases[f"alternative-{i}"] = variant(name, root / f"alt{i}", answers, stale_outputs=(i == 0))
     reports, output = grade_with_pytest(list(cases.values()))
     result = dict(zip(cases, reports))
     # Wrong answers: each notebook stops at its first failed cell, as `-x` stops a lone notebook.
@@ -117,8 +118,8 @@ def test_make_grade_runs_the_documented_command():
 
 # --- graded both ways, wrong answers, alternatives ------------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
-def test_solution_passes_despite_stale_outputs(name, tmp_root):
-    report = graded(name, tmp_root)[0]["solution-with-stale-outputs"]
+def test_right_answers_pass_despite_stale_outputs(name, tmp_root):
+    report = graded(name, tmp_root)[0]["alternative-0"]
     assert report.passed, report.text
     assert not re.search(r"\bCell \d+", report.text), "parts are named as the notebook names them"
     titles = [t for t, _, _ in report.parts]
