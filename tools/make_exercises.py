@@ -122,6 +122,7 @@ def make_exercise(solution: dict) -> dict:
             continue
         if cell["cell_type"] == "markdown" and _source(cell).startswith(SOLUTION_TITLE):
             cell["source"] = _split("# Exercise " + _source(cell)[len(SOLUTION_TITLE):])
+        cell.get("metadata", {}).pop("execution", None)        # run timestamps of the solution
         if cell["cell_type"] == "code":
             if "answer" in tags:
                 cell["source"] = _split(blank_answer(_source(cell)))
