@@ -35,7 +35,7 @@ def test_checks_pass_quietly_and_fail_with_the_check_name(capsys):
     check_equal("tensor", torch.tensor([1, 2]), torch.tensor([1, 2]))
     check_close("c", 1.0 + 1e-9, 1.0)
     assert capsys.readouterr().out.split() == ["ok:", "a", "ok:", "b", "ok:", "tensor", "ok:", "c"]
-    with pytest.raises(ExerciseCheckFailed, match=r"CHECK FAILED \[b\]: expected \[1, 2\], got \[2, 1\]"):
+    with pytest.raises(ExerciseCheckFailed, match=r"CHECK FAILED \[b\]: first difference at index 0: expected 1, got 2"):
         check_equal("b", [2, 1], [1, 2])
     with pytest.raises(ExerciseCheckFailed, match=r"\[tensor\]"):
         check_equal("tensor", torch.tensor([1, 2, 3]), torch.tensor([1, 2]))

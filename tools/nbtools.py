@@ -31,14 +31,16 @@ def setup_cell_source() -> str:
     """Return the source of the first code cell every notebook starts with."""
     url = repository_url()
     name = url.rstrip("/").rsplit("/", 1)[-1]
-    return f'''# Setup. On Colab: clone the book, install its package (Colab's torch is kept), cd into notebooks/.
-# Everywhere else this cell does nothing: `make book` / `make test` have installed the package.
-# INFERBOOK_REPO_URL / INFERBOOK_CLONE_DIR override where from / to (a fork; tests use a local clone).
+    return f'''# Colab set-up: clone the book, install its package (Colab's torch is kept),
+# change into notebooks/. Elsewhere it does nothing (`make` installed the package).
+# INFERBOOK_REPO_URL / INFERBOOK_CLONE_DIR override where from and where to.
 import importlib, os, subprocess, sys
 if "google.colab" in sys.modules:
     book = os.environ.get("INFERBOOK_CLONE_DIR", "/content/{name}")
     if not os.path.isdir(book):
-        url = os.environ.get("INFERBOOK_REPO_URL", "{url}")
+        url = os.environ.get(
+            "INFERBOOK_REPO_URL", "{url}"
+        )
         subprocess.run(["git", "clone", "--depth", "1", url, book], check=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", book], check=True)
         importlib.invalidate_caches()
