@@ -175,7 +175,7 @@ glue("cpu_verdict", verdict, display=False)
 claim((np.median(errors) < 0.10) == (verdict == "within"), "within / outside the target")
 ''', ["remove-input"])
 code(r'''
-fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+fig, axes = plt.subplots(1, 3, figsize=(7.2, 3.0))
 panels = [("throughput_tok_s", "output tokens / CPU s", 1),
           ("ttft", "TTFT (ms)", 1e3), ("tpot", "TPOT (ms)", 1e3)]
 for ax, (key, label, scale) in zip(axes, panels):
@@ -189,9 +189,9 @@ for ax, (key, label, scale) in zip(axes, panels):
         ax.plot(rates, meas, "o" + style, color="C0", label="measured" + tag)
         ax.fill_between(rates, lo, hi, color="C0", alpha=0.2)
         ax.plot(rates, simv, "s" + style, color="C1", label="simulated" + tag)
-    ax.set_xlabel("arrival rate (requests / CPU s)")
     ax.set_ylabel(label)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
+fig.supxlabel("arrival rate (requests per CPU second)")
 fig.tight_layout()
 glue("fig_cpu", fig, display=False)
 plt.close(fig)
@@ -300,7 +300,7 @@ for name, kw in [("continuous + chunked", {}),
     curves[name]["tput"] = [x.throughput for x in runs]
 ''')
 code(r'''
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.2))
 for name, c in curves.items():
     axes[0].plot(c["tput"], c["ttft"], "o-", label=name)
     axes[1].plot(curve_rates, [v * 1e3 for v in c["tpot"]], "o-", label=name)
@@ -379,7 +379,7 @@ H100s serve Llama-3.1-8B either as two colocated replicas or as one prefill and 
 GPU, and goodput is the share of requests meeting both SLOs.
 ''')
 code(r'''
-fig, ax = plt.subplots(figsize=(9, 3.0))
+fig, ax = plt.subplots(figsize=(7.2, 3.0))
 ax.set_xlim(0, 10)
 ax.set_ylim(0, 3.2)
 ax.axis("off")
