@@ -42,7 +42,7 @@ def test_prealloc_errors():
         cache.update(0, torch.zeros(1, 1, 5, 2), torch.zeros(1, 1, 5, 2), 0)
     with pytest.raises(ValueError, match="gap"):
         cache.begin_step(2, 1)
-    with pytest.raises(ValueError, match="n_layers must be ≥ 1"):
+    with pytest.raises(ValueError, match="n_layers must be a positive integer"):
         KVCache(0, 1, 1, 4, 2)
     with pytest.raises(TypeError, match="n_layers must be an integer"):
         KVCache(True, 1, 1, 4, 2)

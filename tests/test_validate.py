@@ -41,9 +41,9 @@ def test_helpers_accept_good_values_and_normalise_them():
 @pytest.mark.parametrize("call, error, words", [
     (lambda: validate.positive_int("n_layer", True), TypeError, "n_layer must be an integer"),
     (lambda: validate.positive_int("count", 2.0), TypeError, "count must be an integer"),
-    (lambda: validate.positive_int("count", 0), ValueError, "count must be ≥ 1"),
-    (lambda: validate.finite_float("temperature", math.nan), ValueError, "temperature must be finite"),
-    (lambda: validate.finite_float("scale", math.inf), ValueError, "scale must be finite"),
+    (lambda: validate.positive_int("count", 0), ValueError, "count must be a positive integer"),
+    (lambda: validate.finite_float("temperature", math.nan), ValueError, "temperature must be a finite number"),
+    (lambda: validate.finite_float("scale", math.inf), ValueError, "scale must be a finite number"),
     (lambda: validate.finite_float("scale", "1"), TypeError, "scale must be a real number"),
     (lambda: validate.int_list("ids", [1, True]), TypeError, "ids must hold integers"),
     (lambda: validate.int_list("ids", [1, 2.5]), TypeError, "ids must hold integers"),
@@ -122,7 +122,7 @@ def test_duplicate_and_negative_block_ids():
 
 def test_negative_positions(model):
     cache = KVCache.for_model(CFG, 1, 8)
-    with pytest.raises(ValueError, match="pos must be ≥ 0"):
+    with pytest.raises(ValueError, match="pos must be a non-negative integer"):
         model(torch.tensor([[1]]), cache=cache, pos=-1)
     with pytest.raises(ValueError, match="positions"):
         model(torch.tensor([[1, 2]]), torch.tensor([-1, 0]))
@@ -134,9 +134,9 @@ def test_negative_positions(model):
 
 
 def test_nan_arrival_times_are_refused_not_looped_on(model):
-    with pytest.raises(ValueError, match="arrival_time must be finite"):
+    with pytest.raises(ValueError, match="arrival_time must be a finite number"):
         Request(0, (1, 2), 3, arrival_time=math.nan)
-    with pytest.raises(ValueError, match="arrival_time must be finite"):
+    with pytest.raises(ValueError, match="arrival_time must be a finite number"):
         Request(0, (1, 2), 3, arrival_time=math.inf)
     with pytest.raises(ValueError, match="rate"):
         mixed_workload(3, vocab=20, rate=math.nan)
@@ -192,7 +192,7 @@ def test_the_engine_refuses_requests_it_could_never_finish(model):
         serve(model, [Request(0, (1,) * 20, 20)], num_blocks=64, block_size=4)
     with pytest.raises(ValueError, match="KV blocks"):
         serve(model, [Request(0, (1,) * 10, 10)], num_blocks=2, block_size=4)
-    with pytest.raises(ValueError, match="now must be finite"):
+    with pytest.raises(ValueError, match="now must be a finite number"):
         Scheduler(PagedKVCache(BlockAllocator(4), 1, 1, 1)).schedule(math.nan)
     with pytest.raises(ValueError, match="policy"):
         Engine(model, num_blocks=8, policy="lifo")

@@ -214,6 +214,61 @@ class Scheduler:
         self.running.remove(seq)
         seq.status = Status.FINISHED
 
+    def complete(self, scheduled: list[tuple[Sequence, int]], next_tokens: list[int],
+                 t_done: float) -> tuple[int, int]:
+        """Apply one step's results and return (prefill tokens, padding rows) of the step.
+
+        Each row advances by the tokens it computed; a row that reached the end of its tokens
+        appends the step's next token (a prefill chunk short of the end appends nothing); a
+        sequence with all its `max_new_tokens` finishes, or, under static batching, is marked
+        done and keeps its row until `end_static_batch`. Used by the engine (tokens from the
+        model) and by the simulator (placeholder tokens), so both keep the same books.
+        """
+        prefill = sum(n for s, n in scheduled if n > 1 or (n == 1 and len(s.output) == 0))
+        padding = sum(1 for _, n in scheduled if n == 0)
+        for (seq, n), next_token in zip(scheduled, next_tokens):
+            if n == 0:
+                continue
+            seq.num_computed += n
+            if seq.num_computed < len(seq.tokens):
+                continue  # a prefill chunk: no token yet
+            if n > 1:
+                self.cache_prefix(seq)
+            seq.tokens.append(next_token)
+            seq.token_times.append(t_done)
+            if seq.first_token_time is None:
+                seq.first_token_time = t_done
+            if len(seq.output) >= seq.request.max_new_tokens:
+                if self.policy == "static":
+                    seq.done = True  # keeps its row until the batch ends
+                else:
+                    seq.finish_time = t_done
+                    self.finish(seq)
+        return prefill, padding
+
+    def end_static_batch(self, t_done: float) -> None:
+        """Finish a static batch whose every sequence is done (no-op otherwise)."""
+        if self.running and all(s.done for s in self.running):
+            for seq in list(self.running):
+                seq.finish_time = t_done
+                self.finish(seq)
+
+
+def engine_result(seqs: dict[int, Sequence], requests: list[Request],
+                  timeline: list[StepRecord], num_preemptions: int,
+                  prefix_hit_rate: float) -> EngineResult:
+    """Return the `EngineResult` of finished sequences: outputs, per-request metrics, timeline."""
+    metrics = []
+    for seq in sorted(seqs.values(), key=lambda s: s.seq_id):
+        r, n_out = seq.request, len(seq.output)
+        tpot = (seq.token_times[-1] - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
+        metrics.append(RequestMetrics(r.request_id, len(r.prompt), n_out,
+                                      seq.first_token_time - r.arrival_time, tpot,
+                                      seq.finish_time - r.arrival_time, seq.num_preemptions))
+    makespan = max(s.finish_time for s in seqs.values()) - min(r.arrival_time for r in requests)
+    return EngineResult({s.seq_id: s.output for s in seqs.values()}, metrics, timeline, makespan,
+                        num_preemptions, prefix_hit_rate)
+
 
 @torch.inference_mode()
 def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[int], int]]) -> torch.Tensor:
@@ -378,43 +433,13 @@ class Engine:
                                     for s, n in scheduled])
             step += 1
             t_done = now()
-            prefill = sum(n for s, n in scheduled if n > 1 or (n == 1 and len(s.output) == 0))
-            padding = sum(1 for _, n in scheduled if n == 0)
-            for (seq, n), next_token in zip(scheduled, logits.argmax(-1).tolist()):
-                if n == 0:
-                    continue
-                seq.num_computed += n
-                if seq.num_computed < len(seq.tokens):
-                    continue  # a prefill chunk: no token yet
-                if n > 1:
-                    sched.cache_prefix(seq)
-                seq.tokens.append(next_token)
-                seq.token_times.append(t_done)
-                if seq.first_token_time is None:
-                    seq.first_token_time = t_done
-                if len(seq.output) >= seq.request.max_new_tokens:
-                    if sched.policy == "static":
-                        seq.done = True  # keeps its row until the batch ends
-                    else:
-                        seq.finish_time = t_done
-                        sched.finish(seq)
+            prefill, padding = sched.complete(scheduled, logits.argmax(-1).tolist(), t_done)
             timeline.append(StepRecord(t_done, len(sched.running), len(sched.waiting) + len(pending),
                                        prefill, sum(n for _, n in scheduled) - prefill,
                                        self.cache.allocator.num_used_blocks, padding))
-            if sched.running and all(s.done for s in sched.running):  # a static batch ends
-                for seq in list(sched.running):
-                    seq.finish_time = t_done
-                    sched.finish(seq)
-        metrics = []
-        for seq in sorted(seqs.values(), key=lambda s: s.seq_id):
-            r, n_out = seq.request, len(seq.output)
-            tpot = (seq.token_times[-1] - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
-            metrics.append(RequestMetrics(r.request_id, len(r.prompt), n_out, seq.first_token_time - r.arrival_time,
-                                          tpot, seq.finish_time - r.arrival_time, seq.num_preemptions))
-        makespan = max(s.finish_time for s in seqs.values()) - min(r.arrival_time for r in requests)
-        return EngineResult({s.seq_id: s.output for s in seqs.values()}, metrics, timeline, makespan,
-                            sched.num_preemptions,
-                            self.prefix_cache.hit_rate if self.prefix_cache else 0.0)
+            sched.end_static_batch(t_done)
+        return engine_result(seqs, requests, timeline, sched.num_preemptions,
+                             self.prefix_cache.hit_rate if self.prefix_cache else 0.0)
 
 
 def serve(model: GPT, requests: list[Request], **engine_kwargs) -> EngineResult:

@@ -37,7 +37,8 @@ import numpy as np
 from . import roofline, sizing
 from .arith import ceil_div
 from .decision import Decision
-from .engine import EngineResult, Request, RequestMetrics, Scheduler, Sequence, StepRecord
+from .engine import (EngineResult, Request, RequestMetrics, Scheduler, Sequence, StepRecord,
+                     engine_result)
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
 from .models import ModelSpec
@@ -259,48 +260,14 @@ def simulate(requests: list[Request], cost: CostModel, *, num_blocks: int, block
             shapes = [(n, p) for (n, p), (s, _) in zip(shapes, scheduled)
                       if n == 1 and len(s.output) > 0]
         t += cost.step_time(shapes)
-        prefill = sum(n for s, n in scheduled if n > 1 or (n == 1 and len(s.output) == 0))
-        padding = sum(1 for _, n in scheduled if n == 0)
-        for seq, n in scheduled:
-            if n == 0:
-                continue
-            seq.num_computed += n
-            if seq.num_computed < len(seq.tokens):
-                continue  # a prefill chunk: no token yet
-            if n > 1:
-                sched.cache_prefix(seq)
-            seq.tokens.append(PLACEHOLDER_TOKEN + seq.seq_id)
-            seq.token_times.append(t)
-            if seq.first_token_time is None:
-                seq.first_token_time = t
-            if len(seq.output) >= seq.request.max_new_tokens:
-                if sched.policy == "static":
-                    seq.done = True
-                else:
-                    seq.finish_time = t
-                    sched.finish(seq)
+        tokens = [PLACEHOLDER_TOKEN + seq.seq_id for seq, _ in scheduled]
+        prefill, padding = sched.complete(scheduled, tokens, t)
         timeline.append(StepRecord(t, len(sched.running), len(sched.waiting) + len(pending), prefill,
                                    sum(n for _, n in scheduled) - prefill,
                                    cache.allocator.num_used_blocks, padding))
-        if sched.running and all(s.done for s in sched.running):
-            for seq in list(sched.running):
-                seq.finish_time = t
-                sched.finish(seq)
-    return _result(seqs, requests, timeline, sched, prefix)
-
-
-def _result(seqs, requests, timeline, sched, prefix) -> EngineResult:
-    # The engine's per-request metrics, computed the engine's way (engine.Engine.run).
-    metrics = []
-    for seq in sorted(seqs.values(), key=lambda s: s.seq_id):
-        r, n_out = seq.request, len(seq.output)
-        tpot = (seq.token_times[-1] - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
-        metrics.append(RequestMetrics(r.request_id, len(r.prompt), n_out,
-                                      seq.first_token_time - r.arrival_time, tpot,
-                                      seq.finish_time - r.arrival_time, seq.num_preemptions))
-    makespan = max(s.finish_time for s in seqs.values()) - min(r.arrival_time for r in requests)
-    return EngineResult({s.seq_id: s.output for s in seqs.values()}, metrics, timeline, makespan,
-                        sched.num_preemptions, prefix.hit_rate if prefix else 0.0)
+        sched.end_static_batch(t)
+    return engine_result(seqs, requests, timeline, sched.num_preemptions,
+                         prefix.hit_rate if prefix else 0.0)
 
 
 def step_shapes(requests: list[Request], *, num_blocks: int, block_size: int = 16, **sched_kwargs

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from . import validate
 from .arith import ceil_div
 from .hardware import GPU, gpu as _gpu
 from .models import ModelSpec, as_spec as _spec
@@ -118,20 +119,19 @@ _dtype = get_dtype  # the sizing functions' `kv_dtype` argument shadows a public
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        hint = (" (the GPU is the second argument of fits/max_batch/max_context, and "
-                "kv_bytes_per_gpu takes n_gpus second)" if isinstance(value, (str, GPU)) else "")
-        raise ValueError(f"{name} must be a positive integer (not a bool), got {value!r}{hint}")
-    return value
+    if isinstance(value, (str, GPU)):  # the commonest slip: arguments in the wrong order
+        raise validate.ArgumentTypeError(
+            f"{name} must be a positive integer, got {value!r} (the GPU is the second argument "
+            "of fits/max_batch/max_context, and kv_bytes_per_gpu takes n_gpus second)")
+    return validate.positive_int(name, value)
 
 
 def _fraction(name: str, value, *, high_open: bool) -> float:
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and (0 <= value < 1 if high_open else 0 < value <= 1))
-    if not ok:
+    value = validate.finite_float(name, value, minimum=0.0, maximum=1.0)
+    if value == (1.0 if high_open else 0.0):
         rule = "[0, 1)" if high_open else "(0, 1]"
         raise ValueError(f"{name} must be a finite number in {rule}, got {value!r}")
-    return float(value)
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

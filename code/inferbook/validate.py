@@ -16,8 +16,13 @@ import math
 import numbers
 from typing import Iterable
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported only by the tensor checks, so torch-free modules
+    import torch  # (sizing, models, hardware) can use this module too
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -39,7 +44,9 @@ def integer(name: str, value, minimum: int | None = None, maximum: int | None = 
             raise ArgumentTypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         value = int(value)
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
+        kind = {0: "a non-negative integer (≥ 0)", 1: "a positive integer (≥ 1)"}.get(
+            minimum, f"≥ {minimum}") if maximum is None else f"≥ {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be ≤ {maximum}, got {value}")
     return value
@@ -61,7 +68,7 @@ def finite_float(name: str, value, minimum: float | None = None, maximum: float 
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
+        raise ValueError(f"{name} must be a finite number, got {value}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be ≥ {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -80,7 +87,7 @@ def one_of(name: str, value, choices: Iterable) -> object:
 def int_list(name: str, values, minimum: int | None = 0, maximum: int | None = None) -> list[int]:
     """Return `values` (a sequence of integers, a NumPy array or an integer tensor) as a list of
     ints; raise unless every entry is an integer in [minimum, maximum]."""
-    if isinstance(values, torch.Tensor):
+    if _is_tensor(values):
         values = values.detach().cpu().numpy()
     elif isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise ArgumentTypeError(f"{name} must be a sequence of integers, got {type(values).__name__}")
@@ -118,9 +125,17 @@ def token_ids(name: str, ids, vocab_size: int) -> list[int]:
     return ids
 
 
-def int_tensor(name: str, values, low: int, high: int, what: str = "values") -> torch.Tensor:
+def _is_tensor(value) -> bool:
+    """Return whether `value` is a torch.Tensor, without importing torch when it is not loaded."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def int_tensor(name: str, values, low: int, high: int, what: str = "values") -> "torch.Tensor":
     """Return `values` unchanged; raise unless it is a non-empty integer tensor with entries in
     [low, high) (`what` names them in the message, e.g. "token ids")."""
+    import torch
+
     if not isinstance(values, torch.Tensor):
         raise ArgumentTypeError(f"{name} must be a torch.Tensor of {what}, got {type(values).__name__}")
     if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype == torch.bool:
@@ -133,10 +148,10 @@ def int_tensor(name: str, values, low: int, high: int, what: str = "values") -> 
     return values
 
 
-def token_tensor(name: str, tokens, vocab_size: int, dims: int = 2) -> torch.Tensor:
+def token_tensor(name: str, tokens, vocab_size: int, dims: int = 2) -> "torch.Tensor":
     """Return `tokens` unchanged; raise unless it is a non-empty integer tensor of `dims` axes
     whose entries are token ids in [0, vocab_size)."""
-    if isinstance(tokens, torch.Tensor) and tokens.dim() != dims:
+    if _is_tensor(tokens) and tokens.dim() != dims:
         raise ValueError(f"{name} must be a tensor with {dims} axes, got shape {tuple(tokens.shape)}")
     return int_tensor(name, tokens, 0, vocab_size, "token ids")
 
