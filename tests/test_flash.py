@@ -340,3 +340,10 @@ def test_backward_rejects_mismatched_saved_tensors():
         flash_attention_backward(q, k, v, np.zeros((1, 4, 5, 8)), np.zeros((1, 4)), np.zeros((1, 4, 5, 8)))
     with pytest.raises(ValueError, match="o and do must have shape"):
         flash_attention_backward(q, k, v, np.zeros((1, 4, 5, 7)), np.zeros((1, 4, 5)), np.zeros((1, 4, 5, 7)))
+
+
+def test_scale_must_be_a_finite_number_not_a_bool():
+    q = np.ones((1, 1, 4, 8))
+    for bad in (True, float("nan"), float("inf"), "0.5"):
+        with pytest.raises((ValueError, TypeError), match="scale"):
+            flash_attention_forward(q, q, q, scale=bad)

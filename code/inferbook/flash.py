@@ -267,7 +267,7 @@ def _check_inputs(q, k, v, scale, block_q, block_k):
             raise ValueError(f"{name} must be a positive integer, got {block!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
-    elif not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+    elif isinstance(scale, bool) or not (isinstance(scale, (int, float)) and math.isfinite(scale)):
         raise ValueError(f"scale must be a finite number or None, got {scale!r}")
     acc_dtype = np.dtype(np.float64 if np.float64 in (q.dtype, k.dtype, v.dtype) else np.float32)
     return q, k, v, acc_dtype, float(scale)

@@ -61,6 +61,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import validate
 from .attention_backends import FLASH_ATTENTION_VERSIONS, FlashAttentionVersion, flash_versions_for
 from .hardware import GPUS
 
@@ -698,7 +699,8 @@ def flash_attention(
     _check_inputs(q, k, v)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    return FlashAttentionFunction.apply(q, k, v, bool(causal), float(scale), block_q, block_k)
+    scale = validate.finite_float("scale", scale)
+    return FlashAttentionFunction.apply(q, k, v, bool(causal), scale, block_q, block_k)
 
 
 # --------------------------------------------------------------------------------------
