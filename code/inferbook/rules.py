@@ -16,7 +16,7 @@ from .arith import ceil_div
 from .decision import Decision
 from .hardware import GPU
 from .models import ModelSpec
-from .speculative import expected_tokens_per_pass
+from .speculation_math import expected_tokens_per_pass
 
 # Chapters that explain each rule (notebooks/ in the book).
 CH_KV = "01_kv_cache"

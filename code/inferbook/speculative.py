@@ -24,6 +24,7 @@ import torch
 from . import validate
 from .gpt import GPT
 from .kv_cache import KVCache
+from .speculation_math import expected_tokens_per_pass  # noqa: F401 (torch-free, re-exported)
 
 
 def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -113,13 +114,6 @@ class SpeculativeResult:
         """Return accepted / tested drafts (a draft after the first rejection is never tested)."""
         tested = sum(min(n + 1, k) for k, n in self.rounds)
         return sum(n for _, n in self.rounds) / max(tested, 1)
-
-
-def expected_tokens_per_pass(alpha: float, k: int) -> float:
-    """Return (1 − α^(k+1)) / (1 − α): tokens per target pass if each draft is accepted with prob α."""
-    alpha = validate.finite_float("alpha", alpha, 0.0, 1.0)
-    k = validate.non_negative_int("k", k)
-    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
 def _check_models(target: GPT, draft: GPT, prompt: torch.Tensor, new_tokens: int, k: int,

@@ -1,0 +1,45 @@
+"""The planner (recommend, rules, commands, render, cli) loads no torch, and its CLI starts fast.
+
+Each check runs in a fresh interpreter, so modules another test imported do not hide a torch
+import. Planning a deployment is arithmetic over presets; torch (about 3 s to import) belongs
+to the chapters that run models.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+PLANNER = ("inferbook.rules", "inferbook.recommend", "inferbook.commands", "inferbook.render",
+           "inferbook.cli", "inferbook.speculation_math")
+
+
+@pytest.mark.parametrize("module", PLANNER)
+def test_import_loads_no_torch(module):
+    code = (f"import sys, {module}\n"
+            "heavy = [m for m in ('torch', 'triton', 'transformers') if m in sys.modules]\n"
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "", f"import {module} loaded {out}"
+
+
+def test_speculative_reexports_the_formula():
+    from inferbook import speculation_math, speculative
+    assert speculative.expected_tokens_per_pass is speculation_math.expected_tokens_per_pass
+
+
+def test_cli_help_starts_fast():
+    """`python -m inferbook.recommend --help` in well under a second (best of three starts)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "inferbook.recommend", "--help"],
+                              capture_output=True, text=True)
+        best = min(best, time.perf_counter() - t0)
+        assert done.returncode == 0, done.stderr
+        assert "--model" in done.stdout
+    assert best < 0.8, f"the CLI took {best:.2f} s to print its help"
