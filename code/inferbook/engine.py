@@ -14,7 +14,7 @@ The loop of vLLM / nano-vllm in one file, for a `gpt.GPT`:
   and runs the model once over all scheduled tokens of all sequences (a flat, variable-length
   batch): the same `gpt.GPT.forward` as every other cache, through ``ctx.attend``.
 * `Engine.run(requests)` loops until every request is done and returns per-request metrics
-  (TTFT, TPOT, end-to-end latency) and a per-step timeline.
+  (`metrics.RequestMetrics`: TTFT, TPOT, ITL, end-to-end latency) and a per-step timeline.
 
 Greedy outputs do not depend on the batching: each sequence's logits are computed from its own
 tokens only, so the engine reproduces single-request greedy decoding token for token (exactly
@@ -34,6 +34,7 @@ import torch
 from . import validate
 from .arith import ceil_div
 from .gpt import GPT
+from .metrics import RequestMetrics, percentile, summary
 from .paged import PagedContext, PagedKVCache
 from .prefix_cache import PrefixCache
 
@@ -258,13 +259,9 @@ def engine_result(seqs: dict[int, Sequence], requests: list[Request],
                   timeline: list[StepRecord], num_preemptions: int,
                   prefix_hit_rate: float) -> EngineResult:
     """Return the `EngineResult` of finished sequences: outputs, per-request metrics, timeline."""
-    metrics = []
-    for seq in sorted(seqs.values(), key=lambda s: s.seq_id):
-        r, n_out = seq.request, len(seq.output)
-        tpot = (seq.token_times[-1] - seq.first_token_time) / (n_out - 1) if n_out > 1 else 0.0
-        metrics.append(RequestMetrics(r.request_id, len(r.prompt), n_out,
-                                      seq.first_token_time - r.arrival_time, tpot,
-                                      seq.finish_time - r.arrival_time, seq.num_preemptions))
+    metrics = [RequestMetrics.from_times(s.seq_id, len(s.request.prompt), s.request.arrival_time,
+                                         s.token_times, s.finish_time, s.num_preemptions)
+               for s in sorted(seqs.values(), key=lambda s: s.seq_id)]
     makespan = max(s.finish_time for s in seqs.values()) - min(r.arrival_time for r in requests)
     return EngineResult({s.seq_id: s.output for s in seqs.values()}, metrics, timeline, makespan,
                         num_preemptions, prefix_hit_rate)
@@ -286,23 +283,6 @@ def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[i
     ctx = PagedContext(cache, [(sid, start, len(toks)) for sid, toks, start in batch])
     hidden = model.hidden_states(torch.tensor([tokens]), ctx=ctx)  # [1, T, n_embd]
     return model.head(hidden[0, ctx.last_index])
-
-
-@dataclass
-class RequestMetrics:
-    """Per-request latencies in the engine's clock units (seconds, or steps with clock="steps").
-
-    ttft: arrival → first token; tpot: mean gap between its later tokens; e2e: arrival → the
-    request leaves the engine (with static batching, when its whole batch is done).
-    """
-
-    request_id: int
-    prompt_tokens: int
-    output_tokens: int
-    ttft: float
-    tpot: float
-    e2e: float
-    preemptions: int
 
 
 @dataclass
@@ -342,8 +322,13 @@ class EngineResult:
         return len(self.timeline)
 
     def percentile(self, name: str, q: float) -> float:
-        """Return the q-th percentile (0–100) of a per-request metric ("ttft", "tpot", "e2e")."""
-        return float(np.percentile([getattr(m, name) for m in self.metrics], q))
+        """Return the q-th percentile (0–100) of a per-request metric ("ttft", "tpot", "itl",
+        "e2e"), as `metrics.percentile` defines it (vLLM's: TPOT over requests of > 1 token)."""
+        return percentile(self.metrics, name, q)
+
+    def summary(self, slo=None) -> dict[str, float]:
+        """Return `metrics.summary` of the run over its makespan (a benchmark's JSON fields)."""
+        return summary(self.metrics, self.makespan, slo)
 
 
 class Engine:

@@ -37,10 +37,11 @@ import numpy as np
 from . import roofline, sizing
 from .arith import ceil_div
 from .decision import Decision
-from .engine import (EngineResult, Request, RequestMetrics, Scheduler, Sequence, StepRecord,
-                     engine_result)
+from .engine import EngineResult, Request, Scheduler, Sequence, StepRecord, engine_result
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
+from .metrics import SLO, RequestMetrics, p90
+from .metrics import goodput_fraction as _goodput_fraction
 from .models import ModelSpec
 from .paged import BlockAllocator, PagedKVCache
 from .prefix_cache import PrefixCache
@@ -415,11 +416,6 @@ def run_replicas(dep: Deployment, requests: list[Request], replicas: int) -> lis
     return metrics
 
 
-def p90(metrics: list[RequestMetrics], name: str) -> float:
-    """Return the 90th percentile of a metric ("ttft", "tpot", "e2e") over requests."""
-    return float(np.percentile([getattr(m, name) for m in metrics], 90))
-
-
 def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: list[Request],
                   n_prefill: int, n_decode: int, link_bytes_per_s: float | None = None
                   ) -> list[RequestMetrics]:
@@ -456,21 +452,23 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
     for r in requests:
         f = first[r.request_id]
         if r.request_id not in done:
-            out.append(RequestMetrics(r.request_id, len(r.prompt), 1, f.ttft, 0.0, f.e2e, f.preemptions))
+            out.append(replace(f, request_id=r.request_id))
             continue
         d = done[r.request_id]
         ready = r.arrival_time + f.ttft + len(r.prompt) * kv_per_token / link
         # token 2 comes at ready + d.ttft; tokens 2..n are d's tokens (TPOT over tokens 1..n)
         e2e = ready + d.e2e - r.arrival_time
         tpot = (e2e - f.ttft) / (r.max_new_tokens - 1)
+        itl = (ready + d.ttft - r.arrival_time - f.ttft,) + d.itl  # token 1 → 2, then d's gaps
         out.append(RequestMetrics(r.request_id, len(r.prompt), r.max_new_tokens, f.ttft, tpot, e2e,
-                                  f.preemptions + d.preemptions))
+                                  f.preemptions + d.preemptions, itl))
     return out
 
 
 def goodput_fraction(metrics: list[RequestMetrics], ttft_s: float, tpot_s: float) -> float:
-    """Return the fraction of requests that meet both the TTFT and the TPOT target (SLO attainment)."""
-    return float(np.mean([m.ttft <= ttft_s and m.tpot <= tpot_s for m in metrics]))
+    """Return `metrics.goodput_fraction(metrics, SLO(ttft=ttft_s, tpot=tpot_s))` (kept for
+    chapter 9's earlier cells; new code calls `metrics.goodput_fraction` with an `SLO`)."""
+    return _goodput_fraction(metrics, SLO(ttft=ttft_s, tpot=tpot_s))
 
 
 # ---------------------------------------------------------------------------------------------

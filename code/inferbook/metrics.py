@@ -1,0 +1,286 @@
+"""Serving metrics, defined as `vllm bench serve` defines them: one module for the engine, the
+simulator, the benchmarks and the chapters.
+
+Per request (`RequestMetrics`, times in the run's clock units: seconds, or steps):
+
+* TTFT: arrival → the first output token.
+* ITL (inter-token latency): the gaps between successive output tokens of the request
+  (``output_tokens − 1`` of them); a summary pools the gaps of every request, as vLLM does.
+* TPOT (time per output token, excluding the first): ``(e2e − ttft) / (output_tokens − 1)`` for
+  a request with more than one token; vLLM leaves one-token requests out of the TPOT summary and
+  counts their TPOT as 0 when it checks an SLO. Here ``e2e − ttft`` is taken up to the *last
+  token* (``tpot`` = mean ITL): that is vLLM's value whenever the stream ends with the request's
+  last token, which is always so except under static batching, where a finished request keeps its
+  row until the whole batch ends (that wait counts in `e2e`, not in TPOT).
+* E2E: arrival → the request leaves the engine (vLLM's ``latency``, "E2EL").
+
+Over a run (`summary`): mean, median, p90 and p99 of each (NumPy's linear-interpolation
+percentiles, as vLLM uses), request and output-token throughput over the run's duration, and
+goodput under an `SLO`: requests per clock unit whose TTFT, TPOT (and, where set, ITL and E2E)
+all meet the thresholds (vLLM's ``request_goodput``: a request is good when every metric named in
+the SLO is ≤ its limit). Source: vLLM, ``vllm/benchmarks/serve.py`` (``calculate_metrics``,
+``BenchmarkMetrics``) and ``vllm/benchmarks/lib/endpoint_request_func.py`` (per-request ``ttft``,
+``itl``, ``latency``) {cite:p}`vllm_bench_serve`.
+
+The worked SLOs are MLPerf Inference's latency limits for its LLM benchmarks
+{cite:p}`mlcommons_inference_rules`: TTFT and TPOT limits per model in the server (called
+"conversational" for Llama 3.1 8B) and interactive scenarios, which MLPerf applies to the 99th
+percentile of the run (`meets` checks a run that way; `goodput` counts requests one by one, as
+vLLM does). torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import validate
+
+PERCENTILES = (50.0, 90.0, 99.0)
+METRIC_NAMES = ("ttft", "tpot", "itl", "e2e")
+
+
+@dataclass
+class RequestMetrics:
+    """One request's latencies in the run's clock units (seconds, or steps with clock="steps").
+
+    ttft: arrival → first token; tpot: (last token − first token) / (output_tokens − 1), 0 for a
+    one-token request; e2e: arrival → the request leaves the engine (with static batching, when
+    its whole batch is done); itl: the gaps between successive output tokens (empty when not
+    recorded, e.g. metrics built by hand); preemptions: times it was preempted and recomputed.
+    """
+
+    request_id: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft: float
+    tpot: float
+    e2e: float
+    preemptions: int = 0
+    itl: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate.integer("request_id", self.request_id)
+        validate.non_negative_int("prompt_tokens", self.prompt_tokens)
+        validate.non_negative_int("output_tokens", self.output_tokens)
+        for name in ("ttft", "tpot", "e2e"):
+            validate.finite_float(name, getattr(self, name), minimum=0.0)
+        validate.non_negative_int("preemptions", self.preemptions)
+        itl = tuple(validate.finite_float(f"itl[{i}]", x, minimum=0.0) for i, x in enumerate(self.itl))
+        if itl and len(itl) != self.output_tokens - 1:
+            raise ValueError(f"itl must hold output_tokens − 1 = {self.output_tokens - 1} gaps "
+                             f"(or none), got {len(itl)}")
+        self.itl = itl
+
+    @classmethod
+    def from_times(cls, request_id: int, prompt_tokens: int, arrival: float,
+                   token_times, finish: float, preemptions: int = 0) -> "RequestMetrics":
+        """Return the metrics of a request that arrived at `arrival`, received its output tokens
+        at `token_times` (non-decreasing, at least one) and left at `finish` (≥ the last token)."""
+        arrival = validate.finite_float("arrival", arrival)
+        times = [validate.finite_float(f"token_times[{i}]", t) for i, t in enumerate(token_times)]
+        finish = validate.finite_float("finish", finish)
+        if not times:
+            raise ValueError("token_times must hold at least one output token's time")
+        if times[0] < arrival or any(b < a for a, b in zip(times, times[1:])) or finish < times[-1]:
+            raise ValueError(f"times must run forward: arrival {arrival} ≤ token_times "
+                             f"(non-decreasing) ≤ finish {finish}; got token_times from {times[0]} "
+                             f"to {times[-1]}")
+        n = len(times)
+        tpot = (times[-1] - times[0]) / (n - 1) if n > 1 else 0.0
+        itl = tuple(b - a for a, b in zip(times, times[1:]))
+        return cls(request_id, prompt_tokens, n, times[0] - arrival, tpot, finish - arrival,
+                   preemptions, itl)
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency limits a request must meet to count as good (each in the run's clock units; None:
+    no limit on that metric). `itl` limits every gap of the request (its largest ITL)."""
+
+    ttft: float | None = None
+    tpot: float | None = None
+    itl: float | None = None
+    e2e: float | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("ttft", "tpot", "itl", "e2e"):
+            value = getattr(self, f)
+            if value is not None and validate.finite_float(f, value) <= 0:
+                raise ValueError(f"{f} must be a positive limit (or None), got {value}")
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+        if all(getattr(self, f) is None for f in ("ttft", "tpot", "itl", "e2e")):
+            raise ValueError("an SLO needs at least one limit (ttft, tpot, itl or e2e)")
+
+    def met_by(self, m: RequestMetrics) -> bool:
+        """Return whether request `m` meets every limit (vLLM's goodput test for one request)."""
+        _check_metrics([m])
+        return _good(m, self)
+
+
+# MLPerf Inference's TTFT/TPOT limits (seconds), applied to the run's 99th percentile
+# {cite:p}`mlcommons_inference_rules`.
+MLPERF_LLAMA2_70B_SERVER = SLO(ttft=2.0, tpot=0.200, name="MLPerf Llama 2 70B server")
+MLPERF_LLAMA2_70B_INTERACTIVE = SLO(ttft=0.450, tpot=0.040, name="MLPerf Llama 2 70B interactive")
+MLPERF_LLAMA31_405B_SERVER = SLO(ttft=6.0, tpot=0.175, name="MLPerf Llama 3.1 405B server")
+MLPERF_LLAMA31_405B_INTERACTIVE = SLO(ttft=4.5, tpot=0.080, name="MLPerf Llama 3.1 405B interactive")
+MLPERF_LLAMA31_8B_SERVER = SLO(ttft=2.0, tpot=0.100, name="MLPerf Llama 3.1 8B server")
+MLPERF_LLAMA31_8B_INTERACTIVE = SLO(ttft=0.500, tpot=0.030, name="MLPerf Llama 3.1 8B interactive")
+MLPERF_SLOS = {
+    ("llama2-70b", "server"): MLPERF_LLAMA2_70B_SERVER,
+    ("llama2-70b", "interactive"): MLPERF_LLAMA2_70B_INTERACTIVE,
+    ("llama3.1-405b", "server"): MLPERF_LLAMA31_405B_SERVER,
+    ("llama3.1-405b", "interactive"): MLPERF_LLAMA31_405B_INTERACTIVE,
+    ("llama3.1-8b", "server"): MLPERF_LLAMA31_8B_SERVER,
+    ("llama3.1-8b", "interactive"): MLPERF_LLAMA31_8B_INTERACTIVE,
+}
+MLPERF_PERCENTILE = 99.0
+
+
+def _check_metrics(metrics) -> list[RequestMetrics]:
+    if isinstance(metrics, RequestMetrics) or isinstance(metrics, (str, bytes)):
+        raise TypeError("metrics must be a list of RequestMetrics, got a single "
+                        f"{type(metrics).__name__}")
+    try:
+        metrics = list(metrics)
+    except TypeError:
+        raise TypeError(f"metrics must be a list of RequestMetrics, got {type(metrics).__name__}") from None
+    if not metrics:
+        raise ValueError("metrics must hold at least one request's RequestMetrics")
+    for i, m in enumerate(metrics):
+        if not isinstance(m, RequestMetrics):
+            raise TypeError(f"metrics[{i}] must be a RequestMetrics, got {type(m).__name__}")
+    return metrics
+
+
+def _check_slo(slo) -> SLO:
+    if not isinstance(slo, SLO):
+        raise TypeError(f"slo must be a metrics.SLO, got {type(slo).__name__}")
+    return slo
+
+
+def values(metrics, name: str) -> list[float]:
+    """Return the values a summary of metric `name` pools: TTFT and E2E of every request, TPOT of
+    the requests with more than one token, ITL: every recorded gap of every request (vLLM)."""
+    metrics = _check_metrics(metrics)
+    validate.one_of("name", name, METRIC_NAMES)
+    if name == "itl":
+        return [g for m in metrics for g in m.itl]
+    if name == "tpot":
+        return [m.tpot for m in metrics if m.output_tokens > 1]
+    return [getattr(m, name) for m in metrics]
+
+
+def percentile(metrics, name: str, q: float) -> float:
+    """Return the q-th percentile (0–100) of metric `name` over `metrics` (NaN when no request
+    has a value, e.g. TPOT of one-token requests only)."""
+    q = validate.finite_float("q", q, minimum=0.0, maximum=100.0)
+    vals = values(metrics, name)
+    return float(np.percentile(vals, q)) if vals else math.nan
+
+
+def p90(metrics, name: str) -> float:
+    """Return the 90th percentile of metric `name` ("ttft", "tpot", "itl", "e2e") over requests."""
+    return percentile(metrics, name, 90.0)
+
+
+def _good(m: RequestMetrics, slo: SLO) -> bool:
+    tpot = m.tpot if m.output_tokens > 1 else 0.0  # vLLM: TPOT of a one-token request counts as 0
+    checks = [(slo.ttft, m.ttft), (slo.tpot, tpot), (slo.e2e, m.e2e),
+              (slo.itl, max(m.itl, default=0.0))]
+    return all(limit is None or value <= limit for limit, value in checks)
+
+
+def _needs_itl(metrics: list[RequestMetrics], slo: SLO) -> None:
+    if slo.itl is not None and any(m.output_tokens > 1 and not m.itl for m in metrics):
+        raise ValueError("slo limits ITL but some requests carry no ITL gaps (metrics built "
+                         "without token times); give an SLO without itl")
+
+
+def good_requests(metrics, slo: SLO) -> int:
+    """Return how many requests meet every limit of `slo`."""
+    metrics, slo = _check_metrics(metrics), _check_slo(slo)
+    _needs_itl(metrics, slo)
+    return sum(_good(m, slo) for m in metrics)
+
+
+def goodput_fraction(metrics, slo: SLO) -> float:
+    """Return the fraction of requests that meet every limit of `slo` (SLO attainment)."""
+    return good_requests(metrics, slo) / len(_check_metrics(metrics))
+
+
+def goodput(metrics, slo: SLO, duration: float) -> float:
+    """Return good requests per clock unit over a run of `duration` (vLLM's request goodput)."""
+    duration = _check_duration(duration)
+    return good_requests(metrics, slo) / duration
+
+
+def meets(metrics, slo: SLO, q: float = MLPERF_PERCENTILE) -> bool:
+    """Return whether the run's q-th percentile of every metric `slo` limits is within the limit
+    (MLPerf's test: the 99th percentile of TTFT and of TPOT)."""
+    metrics, slo = _check_metrics(metrics), _check_slo(slo)
+    _needs_itl(metrics, slo)
+    for name in METRIC_NAMES:
+        limit = getattr(slo, name)
+        if limit is not None:
+            value = percentile(metrics, name, q)
+            if not math.isnan(value) and value > limit:
+                return False
+    return True
+
+
+def _check_duration(duration) -> float:
+    duration = validate.finite_float("duration", duration)
+    if duration <= 0:
+        raise ValueError(f"duration must be > 0 (the run's length in clock units), got {duration}")
+    return duration
+
+
+def summary(metrics, duration: float, slo: SLO | None = None,
+            percentiles=PERCENTILES) -> dict[str, float]:
+    """Return a flat dict of a run's metrics, ready for a benchmark's JSON.
+
+    Keys: ``completed``, ``total_input_tokens``, ``total_output_tokens``, ``duration``,
+    ``request_throughput``, ``output_throughput``, ``total_token_throughput`` (per clock unit),
+    ``preemptions``; for each of ttft, tpot, itl, e2e: ``mean_<m>``, ``median_<m>`` and
+    ``p<q>_<m>`` for each q in `percentiles` (e.g. ``p90_ttft``; NaN where no request has a value,
+    e.g. ITL of metrics built without token times); with an `slo`: ``good_requests``,
+    ``request_goodput`` (good requests per clock unit), ``goodput_fraction`` and
+    ``slo_<m>`` for each limit set.
+    """
+    metrics = _check_metrics(metrics)
+    duration = _check_duration(duration)
+    qs = [validate.finite_float("percentiles", q, 0.0, 100.0) for q in percentiles]
+    out_tokens = sum(m.output_tokens for m in metrics)
+    in_tokens = sum(m.prompt_tokens for m in metrics)
+    result: dict[str, float] = {
+        "completed": len(metrics), "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens, "duration": duration,
+        "request_throughput": len(metrics) / duration,
+        "output_throughput": out_tokens / duration,
+        "total_token_throughput": (in_tokens + out_tokens) / duration,
+        "preemptions": sum(m.preemptions for m in metrics),
+    }
+    for name in METRIC_NAMES:
+        vals = values(metrics, name)
+        result[f"mean_{name}"] = float(np.mean(vals)) if vals else math.nan
+        result[f"median_{name}"] = float(np.median(vals)) if vals else math.nan
+        for q in qs:
+            result[f"p{q:g}_{name}"] = float(np.percentile(vals, q)) if vals else math.nan
+    if slo is not None:
+        good = good_requests(metrics, slo)
+        result.update(good_requests=good, request_goodput=good / duration,
+                      goodput_fraction=good / len(metrics))
+        result.update({f"slo_{f}": getattr(slo, f) for f in METRIC_NAMES if getattr(slo, f) is not None})
+    return result
+
+
+__all__ = ["RequestMetrics", "SLO", "MLPERF_SLOS", "MLPERF_PERCENTILE", "values", "percentile",
+           "p90", "good_requests", "goodput_fraction", "goodput", "meets", "summary",
+           "MLPERF_LLAMA2_70B_SERVER", "MLPERF_LLAMA2_70B_INTERACTIVE", "MLPERF_LLAMA31_405B_SERVER",
+           "MLPERF_LLAMA31_405B_INTERACTIVE", "MLPERF_LLAMA31_8B_SERVER",
+           "MLPERF_LLAMA31_8B_INTERACTIVE"]
