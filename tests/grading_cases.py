@@ -706,3 +706,32 @@ def my_verify(p, q, draft, generator):
 ''',
     }),
 ]
+
+
+# --- notebook-level cases: (exercise, label, edit, expected) -------------------------------------------
+# `edit(nb)` changes the notebook dict in place, after the answers are filled (from the solution unless
+# the edit replaces them); `expected` is the first failing check ("Part N/..." prefix) or "pass".
+# Tampered, deleted and weakened checks, redefined helpers, tags on checks, package-calling answers,
+# copied tables, %%time, timeouts, errors in added cells, SyntaxErrors and answers of the wrong type.
+NOTEBOOK_CASES: list = []
+
+
+# --- the exercises' own case files: tests/grading_cases_exNN*.py ---------------------------------------
+# Each may define WRONG, ALTERNATIVES (lists, same rows as above), BOUNDARIES (a dict {exercise: {...}})
+# and NOTEBOOK_CASES; they are merged into the tables above, so the tests grade every exercise alike.
+def _merge_exercise_case_files() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).resolve().parent.glob("grading_cases_ex*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        WRONG.extend(getattr(module, "WRONG", []))
+        ALTERNATIVES.extend(getattr(module, "ALTERNATIVES", []))
+        NOTEBOOK_CASES.extend(getattr(module, "NOTEBOOK_CASES", []))
+        for name, table in getattr(module, "BOUNDARIES", {}).items():
+            BOUNDARIES.setdefault(name, {}).update(table)
+
+
+_merge_exercise_case_files()
