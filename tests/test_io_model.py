@@ -94,3 +94,43 @@ def test_sram_refuses_to_overflow():
 def test_invalid_sizes_raise(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---- intensity and passes ---------------------------------------------------------------------
+def test_standard_intensity_never_reaches_d_over_b():
+    from inferbook.io_model import standard_attention_intensity
+
+    values = [standard_attention_intensity(n, 64) for n in (128, 1024, 8192, 2**20)]
+    assert values == sorted(values) and all(v < 64 / 2 for v in values)
+    assert standard_attention_intensity(4096, 64) == pytest.approx(4096 * 64 / (2 * (4096 + 64)))
+    # it is the counted algorithm's intensity up to the matmul tiling's extra reads
+    from inferbook.io_model import attention_intensity, standard_attention_io
+
+    counted = attention_intensity(standard_attention_io(2048, 64, 2**15))
+    assert 0.5 * standard_attention_intensity(2048, 64) < counted <= standard_attention_intensity(2048, 64)
+
+
+def test_flash_intensity_grows_with_n_and_beats_standard():
+    from inferbook.io_model import (attention_intensity, flash_attention_io,
+                                    standard_attention_intensity)
+
+    flash = [attention_intensity(flash_attention_io(n, 64, 2**15)) for n in (256, 1024, 4096)]
+    assert flash == sorted(flash) and flash[0] < flash[-1]
+    assert all(f > standard_attention_intensity(4096, 64) for f in flash[1:])
+
+
+def test_kv_passes_counts_q_tiles_and_rejects_bad_input():
+    from inferbook.io_model import flash_attention_io, kv_passes
+
+    assert kv_passes(4096, 64, 2**15) == 49 and kv_passes(4096, 64, 2**15, rows_divisor=4) == 32
+    io = flash_attention_io(4096, 64, 2**15)
+    assert io.reads - 4096 * 64 == kv_passes(4096, 64, 2**15) * 2 * 4096 * 64
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="rows_divisor"):
+            kv_passes(4096, 64, 2**15, rows_divisor=bad)
+    with pytest.raises(ValueError, match="bytes_per_element"):
+        from inferbook.io_model import standard_attention_intensity
+        standard_attention_intensity(10, 4, 0)
+    with pytest.raises(TypeError, match="IOCount"):
+        from inferbook.io_model import attention_intensity
+        attention_intensity(3)

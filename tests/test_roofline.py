@@ -47,3 +47,34 @@ def test_step_seconds_and_critical_tokens():
     t = critical_tokens(h100, 2 * 8e9, 16e9)
     assert abs(t - h100.ridge_flops_per_byte) < 1e-9          # 2 bytes per parameter: T = ridge
     assert critical_tokens(gpu("A10G"), 1.0, 1.0) is None
+
+
+# ---- time bounds and split-KV ----------------------------------------------------------------
+def test_time_bound_is_the_larger_of_compute_and_memory():
+    from inferbook.roofline import FP32_FMA_FLOPS, time_bound
+
+    h = gpu("H100 SXM")
+    t = time_bound(h, flops=989e12, bytes_moved=3.35e12 * 2)
+    assert t.compute_s == pytest.approx(1) and t.memory_s == pytest.approx(2)
+    assert t.seconds == pytest.approx(2) and t.bound == "memory-bound"
+    t4 = gpu("T4")
+    fma = time_bound(t4, 8.1e12, 0, peak_flops=FP32_FMA_FLOPS["T4"])
+    assert fma.seconds == pytest.approx(1) and fma.bound == "compute-bound"
+    for bad in (-1, float("nan"), True):
+        with pytest.raises(ValueError, match="flops"):
+            time_bound(h, bad, 1)
+    with pytest.raises(ValueError, match="peak"):
+        time_bound(gpu("A10G"), 1, 1)
+
+
+def test_num_kv_splits_fills_the_sms_but_keeps_chunks_long():
+    from inferbook.roofline import num_kv_splits
+
+    assert num_kv_splits(1, 8, 32768, 132) == 17          # 8 x 17 = 136 >= 132
+    assert 8 * 16 < 132
+    assert num_kv_splits(1, 8, 1024, 132) == 4            # 1024 / 256: chunks stay >= 256
+    assert num_kv_splits(64, 8, 32768, 132) == 1          # the batch already fills the GPU
+    assert num_kv_splits(1, 8, 100, 132) == 1
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(ValueError, match="batch"):
+            num_kv_splits(bad, 8, 1024, 132)

@@ -153,3 +153,21 @@ def test_bad_tile_sizes_are_rejected(tile):
 def test_scalar_input_is_rejected():
     with pytest.raises(ValueError, match="at least one axis"):
         safe_softmax(3.0)
+
+
+def test_p_cast_error_orders_the_formats_and_rejects_bad_input():
+    from inferbook.softmax import p_cast_error
+
+    errs = {dt: p_cast_error(dt, 3.0, n_keys=256, rows=16) for dt in
+            ("float32", "float16", "bfloat16", "float8_e4m3fn")}
+    assert errs["float32"] < errs["float16"] < errs["bfloat16"] < errs["float8_e4m3fn"]
+    # three fewer mantissa bits: about 8x the error (unit roundoff 2^-11 vs 2^-8)
+    assert 3 < errs["bfloat16"] / errs["float16"] < 20
+    assert errs["float16"] < 2.0**-11                     # below rounding O itself to fp16
+    with pytest.raises(ValueError, match="dtype"):
+        p_cast_error("int8", 1.0)
+    for bad in (0, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="score_std"):
+            p_cast_error("float16", bad)
+    with pytest.raises(ValueError, match="n_keys"):
+        p_cast_error("float16", 1.0, n_keys=0)

@@ -10,9 +10,15 @@ d <= M <= N d:
     standard attention   Theta(N d + N^2)          HBM accesses
     FlashAttention       Theta(N^2 d^2 / M)        HBM accesses
 
-and both do the same ~4 N^2 d FLOPs. Tile sizes follow the paper's rule (B_c = M / 4d,
-B_r = min(M / 4d, d) for its K/V-outer loop), mirrored for FlashAttention-2's Q-outer loop: the
-resident Q tile has M / 6d rows (6 so that everything fits), the streamed K/V tile at most d.
+and both do the same ~4 N^2 d FLOPs. Tile sizes: the paper's Algorithm 1 (K/V-outer loop) uses
+B_c = M / 4d and B_r = min(M / 4d, d). Mirroring that for FlashAttention-2's Q-outer loop would
+give Q tiles of M / 4d rows; this model uses M / 6d, because its resident Q tile also keeps a
+float32-sized output accumulator next to the streamed K and V tiles and the score tile, and
+M / 4d rows of all that do not fit in M. So K and V are read ceil(N / (M / 6d)) times, about 1.5x
+the ceil(N / (M / 4d)) of the paper's constant (`kv_passes` computes both).
+
+`standard_attention_intensity` and `attention_intensity` turn the counts into FLOPs per byte, the
+x-axis of the roofline (`inferbook.roofline`).
 """
 
 from __future__ import annotations
@@ -183,8 +189,46 @@ def theorem2_standard_bound(n: int, d: int) -> float:
     return n * d + n * n
 
 
+def kv_passes(n: int, d: int, sram_elems: int, rows_divisor: int = 6) -> int:
+    """Return how many times K and V are read: once per Q tile of M // (rows_divisor * d) rows.
+
+    rows_divisor=6 is this model's tile (`flash_attention_io`); 4 is the first paper's M / 4d
+    mirrored to a Q-outer loop.
+    """
+    _check(n, d, sram_elems, minimum=rows_divisor * d)
+    if isinstance(rows_divisor, bool) or not isinstance(rows_divisor, int) or rows_divisor < 1:
+        raise ValueError(f"rows_divisor must be a positive integer, got {rows_divisor!r}")
+    rows = sram_elems // (rows_divisor * d)
+    return -(-n // rows)
+
+
+def standard_attention_intensity(n: int, d: int, bytes_per_element: float = 2) -> float:
+    """Return FLOPs per HBM byte of standard attention with Theorem 2's traffic.
+
+    4 N^2 d FLOPs over Q, K, V read and O written (4 N d elements) plus S and P each written and
+    read once (4 N^2): N d / (b (N + d)). It approaches d / b from below and never exceeds it,
+    whatever N: longer sequences do not make standard attention less memory-bound.
+    """
+    _check(n, d, d, minimum=1)
+    if not bytes_per_element > 0:
+        raise ValueError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
+    return n * d / (bytes_per_element * (n + d))
+
+
+def attention_intensity(count: IOCount, bytes_per_element: float = 2) -> float:
+    """Return FLOPs per HBM byte of a counted algorithm: count.flops / (count.total * b)."""
+    if not isinstance(count, IOCount):
+        raise TypeError(f"count must be an IOCount, got {type(count).__name__}")
+    if not bytes_per_element > 0:
+        raise ValueError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
+    return count.flops / (count.total * bytes_per_element)
+
+
 __all__ = [
     "IOCount",
+    "attention_intensity",
+    "kv_passes",
+    "standard_attention_intensity",
     "Sram",
     "SramOverflow",
     "flash_attention_io",

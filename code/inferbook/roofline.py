@@ -14,6 +14,16 @@ from dataclasses import dataclass
 
 from .hardware import GPU
 
+# Peak FP32 throughput of the CUDA cores (fused multiply-add, no tensor cores), FLOP/s, from the
+# datasheets of `inferbook.hardware`'s presets. A kernel whose matmuls compile to FMA
+# instructions (Triton's `tl.dot` on sm75) is bounded by this, not by the tensor-core peak.
+FP32_FMA_FLOPS: dict[str, float] = {
+    "T4": 8.1e12,          # NVIDIA T4 datasheet: 8.1 TFLOPS single precision
+    "A100 40GB": 19.5e12,  # NVIDIA A100 datasheet: 19.5 TFLOPS FP32
+    "A100 80GB": 19.5e12,
+    "H100 SXM": 67e12,     # NVIDIA H100 datasheet (SXM): 67 TFLOPS FP32
+}
+
 
 @dataclass(frozen=True)
 class ForwardCost:
@@ -82,6 +92,58 @@ def step_seconds(gpu: GPU, cost: ForwardCost) -> float:
     if gpu.fp16_tensor_flops is None:
         return memory_time
     return max(memory_time, cost.flops / gpu.fp16_tensor_flops)
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """Roofline lower bounds on a kernel's time: compute_s = FLOPs / peak, memory_s = bytes / BW."""
+
+    compute_s: float
+    memory_s: float
+
+    @property
+    def seconds(self) -> float:
+        """Return max(compute_s, memory_s), the lower bound on the time."""
+        return max(self.compute_s, self.memory_s)
+
+    @property
+    def bound(self) -> str:
+        """Return 'memory-bound' or 'compute-bound'."""
+        return "memory-bound" if self.memory_s > self.compute_s else "compute-bound"
+
+
+def time_bound(gpu: GPU, flops: float, bytes_moved: float,
+               peak_flops: float | None = None) -> TimeBound:
+    """Return the roofline's lower bounds on the time of `flops` and `bytes_moved` on `gpu`.
+
+    `peak_flops` overrides the FP16 tensor-core peak (e.g. `FP32_FMA_FLOPS[gpu.name]` for a
+    kernel that compiles to FMA instructions).
+    """
+    for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
+        if isinstance(value, bool) or not value >= 0:
+            raise ValueError(f"time_bound: {name} must be a non-negative number, got {value!r}")
+    peak = gpu.fp16_tensor_flops if peak_flops is None else peak_flops
+    if peak is None or not peak > 0:
+        raise ValueError(f"time_bound: {gpu.name} has no published FP16 peak; pass peak_flops")
+    return TimeBound(compute_s=flops / peak, memory_s=bytes_moved / gpu.hbm_bytes_per_s)
+
+
+def num_kv_splits(batch: int, kv_heads: int, context: int, num_sms: int,
+                  min_tokens_per_split: int = 256) -> int:
+    """Return the number of KV splits for a split-KV decode step.
+
+    Rule: the fewest splits S with batch x kv_heads x S >= num_sms (one program per SM at
+    least), but no split shorter than `min_tokens_per_split` keys (a shorter chunk does too
+    little work to pay for its partial output and the merge): S = min(ceil(num_sms /
+    (batch x kv_heads)), max(1, context // min_tokens_per_split)). S = 1 when the grid already
+    fills the GPU.
+    """
+    for name, value in (("batch", batch), ("kv_heads", kv_heads), ("context", context),
+                        ("num_sms", num_sms), ("min_tokens_per_split", min_tokens_per_split)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"num_kv_splits: {name} must be a positive integer, got {value!r}")
+    fill = -(-num_sms // (batch * kv_heads))
+    return max(1, min(fill, context // min_tokens_per_split))
 
 
 def critical_tokens(gpu: GPU, flops_per_token: float, weight_bytes: float) -> float | None:

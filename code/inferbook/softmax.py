@@ -118,3 +118,37 @@ def _divide_or_zero(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def _check_tile(tile, name: str) -> None:
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
         raise ValueError(f"{name} must be a positive integer, got {tile!r}")
+
+
+P_CAST_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn")
+
+
+def p_cast_error(dtype: str, score_std: float, n_keys: int = 1024, head_dim: int = 64,
+                 rows: int = 64, seed: int = 0) -> float:
+    """Return the relative error that rounding P to `dtype` before P V adds to attention.
+
+    FlashAttention keeps the scores, the running max and sum in float32 but casts the tile's
+    unnormalised probabilities P = exp(S - m) (values in (0, 1]) to the input dtype before the
+    second matmul. This isolates that one rounding: scores ~ N(0, score_std) (the logits after
+    the 1/sqrt(d) scale), values ~ N(0, 1); the reference is float64 throughout, the tested
+    output rounds P to `dtype` and does everything else in float64 (the row sum from the
+    unrounded P, as the kernel does). Returns ||O - O_ref||_F / ||O_ref||_F. Needs torch (for
+    bfloat16 and float8 rounding on the CPU).
+    """
+    import torch
+
+    if dtype not in P_CAST_DTYPES:
+        raise ValueError(f"dtype must be one of {P_CAST_DTYPES}, got {dtype!r}")
+    if isinstance(score_std, bool) or not np.isfinite(score_std) or not score_std > 0:
+        raise ValueError(f"score_std must be a positive finite number, got {score_std!r}")
+    for name, value in (("n_keys", n_keys), ("head_dim", head_dim), ("rows", rows)):
+        _check_tile(value, name)
+    rng = np.random.default_rng(seed)
+    s = rng.normal(0.0, score_std, size=(rows, n_keys))
+    v = rng.normal(size=(n_keys, head_dim))
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    l = p.sum(axis=1, keepdims=True)
+    ref = p @ v / l
+    rounded = torch.from_numpy(p).to(getattr(torch, dtype)).to(torch.float64).numpy()
+    out = rounded @ v / l
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
