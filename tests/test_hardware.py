@@ -19,7 +19,13 @@ DATASHEET = {
     "H100 SXM": (80, 3350, 989, (9, 0), 132),
     "H200": (141, 4800, 989, (9, 0), 132),
     "B200": (180, 8000, 2250, (10, 0), None),
+    "L40S": (48, 864, 362, (8, 9), 142),
 }
+
+# What torch.cuda.mem_get_info() reports (GiB, two decimals, as the cited logs print it); typed
+# again here from the logs named in inferbook.hardware.CUDA_TOTAL.
+CUDA_GIB = {"T4": 14.58, "L4": 22.03, "A10G": 22.18, "RTX 4090": 23.68, "A100 40GB": 39.38,
+            "A100 80GB": 79.15, "H100 SXM": 79.18, "H200": 139.93, "B200": 178.35, "L40S": 44.42}
 
 
 def test_the_issue_gpus_are_all_there():
@@ -35,6 +41,29 @@ def test_datasheet_numbers(name):
     assert g.fp16_tensor_flops == (None if tflops is None else pytest.approx(tflops * 1e12))
     assert g.compute_capability == cc and g.num_sms == sms
     assert g.sm_arch == f"sm{cc[0]}{cc[1]}"
+
+
+@pytest.mark.parametrize("name", DATASHEET)
+def test_cuda_reported_memory_is_what_budgets_use(name):
+    g = GPUS[name]
+    assert g.cuda_total_bytes == round(CUDA_GIB[name] * 1024) * 2**20 == g.memory_bytes
+    assert g.marketing_bytes == g.hbm_bytes and g.cuda_total_source
+    assert abs(g.memory_bytes / g.hbm_bytes - 1) < 0.10   # binary GiB less the driver's share
+
+
+def test_h100_reports_about_85e9_bytes_not_80e9():
+    assert gpu("H100").memory_bytes == pytest.approx(85.0e9, rel=2e-3)
+    assert gpu("T4").memory_bytes < 16e9 < gpu("T4").hbm_bytes + 1
+
+
+def test_bad_gpu_objects_are_refused():
+    from dataclasses import replace
+    with pytest.raises(ValueError, match="cuda_total_bytes"):
+        replace(GPUS["T4"], cuda_total_bytes=-1)
+    with pytest.raises(ValueError, match="hbm_bytes"):
+        replace(GPUS["T4"], hbm_bytes=16.0e9)
+    with pytest.raises(ValueError, match="name: unknown GPU preset"):
+        gpu("V100")
 
 
 def test_every_cite_key_is_in_the_bibliography():

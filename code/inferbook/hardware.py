@@ -4,10 +4,21 @@ Numbers are the vendor's datasheet figures for dense (non-sparse) FP16/BF16 tens
 with FP32 accumulation. `cite` is the key of the source in `book/references.bib`.
 Where a vendor publishes no figure, the field is `None` rather than a guess.
 
-Memory capacity (`hbm_bytes`) is the datasheet's "GB" read as 10**9 bytes. NVIDIA's capacities
-are really binary: CUDA reports more than the decimal reading (an A100 80GB PCIe shows 81,049 MiB
-= 85.0e9 bytes total, an A100-SXM4-40GB 42,298,834,944 bytes), so sizing with `hbm_bytes`
-is conservative by up to 7 %; the sizing module's reserve fraction is on top of that.
+Two memory figures per GPU:
+
+* `hbm_bytes`: the datasheet's "GB" read as 10**9 bytes, the marketing number, for prose only
+  (also `marketing_bytes`).
+* `cuda_total_bytes`: the total `torch.cuda.mem_get_info()` reports on that GPU, which is the
+  figure vLLM multiplies by `gpu_memory_utilization` (`vllm/v1/worker/utils.py::request_memory`
+  in vLLM 0.33.0: ``ceil(init_snapshot.total_memory * gpu_memory_utilization)``). It is what
+  every budget in `inferbook.sizing` and both calculators use (`memory_bytes` reads it). NVIDIA's
+  capacities are binary gibibytes less what the driver keeps, so the reported total differs from
+  the datasheet in both directions (an H100 80GB reports about 79.2 GiB = 85.0e9 bytes, more
+  than 80e9; a T4 "16 GB" reports 14.58 GiB = 15.7e9, less than 16e9). Each value is the GiB
+  figure a public log printed (vLLM's "total_gpu_memory (x GiB)" / "Free memory on device
+  (free/total GiB)" or PyTorch's "GPU 0 has a total capacity of x GiB"), read as x * 2**30 and
+  rounded to whole MiB; the comment beside it names the log. Logs print two decimals, so each
+  value is known to about +-5 MiB, and driver versions move it by a few tens of MiB.
 
 Checked against the datasheets (numbers per GPU, dense, no sparsity):
 T4 16 GB GDDR6, 320 GB/s, 65 TFLOPS FP16 mixed precision; L4 24 GB, 300 GB/s, 121 TFLOPS
@@ -22,7 +33,7 @@ which is what a deployment sees, so the preset uses 180 GB.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -30,7 +41,7 @@ class GPU:
     """One accelerator. Units are in the field names."""
 
     name: str
-    hbm_bytes: int                    # device memory ("HBM" for short, GDDR on T4/L4/A10G/4090)
+    hbm_bytes: int                    # datasheet capacity, 10**9 x "GB" (marketing; for prose)
     hbm_bytes_per_s: float            # peak device-memory bandwidth
     fp16_tensor_flops: float | None   # dense FP16/BF16 tensor-core peak, FLOP/s
     compute_capability: tuple[int, int]
@@ -45,6 +56,29 @@ class GPU:
     # NVLink where the part has it (None otherwise), and the host PCIe link.
     nvlink_bytes_per_s: float | None = None
     pcie_bytes_per_s: float | None = None
+    # Total device memory CUDA reports (torch.cuda.mem_get_info()[1]); see the module docstring.
+    # 0 means "not given" and falls back to hbm_bytes (only for hand-made GPU objects).
+    cuda_total_bytes: int = 0
+    cuda_total_source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("hbm_bytes", "cuda_total_bytes"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0 \
+                    or (field == "hbm_bytes" and value == 0):
+                raise ValueError(f"GPU {self.name!r}: {field} must be a positive integer number "
+                                 f"of bytes, got {value!r}")
+
+    @property
+    def memory_bytes(self) -> int:
+        """Return the total memory CUDA reports (what vLLM's gpu_memory_utilization multiplies);
+        every budget uses this figure."""
+        return self.cuda_total_bytes or self.hbm_bytes
+
+    @property
+    def marketing_bytes(self) -> int:
+        """Return the datasheet capacity (10**9 x "GB"), for prose."""
+        return self.hbm_bytes
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -63,6 +97,51 @@ class GPU:
 GB = 10**9
 TB = 10**12
 KiB = 1024
+MiB = 2**20
+
+
+def _gib(x: float) -> int:
+    """Return x GiB (as a log prints it, two decimals) in bytes, rounded to whole MiB."""
+    return round(x * 1024) * MiB
+
+
+# Total memory CUDA reports, with the public log each value is read from.
+CUDA_TOTAL = {
+    # PyTorch OOM on 4x Tesla T4: "GPU 0 has a total capacty of 14.58 GiB"
+    # https://github.com/datawhalechina/self-llm/issues/162
+    "T4": (_gib(14.58), "https://github.com/datawhalechina/self-llm/issues/162"),
+    # No public log found for the L4: 22.03 GiB is nvidia-smi's 23,034 MiB less the ~480 MiB the
+    # driver keeps on the same-generation 24 GB cards (an estimate, marked as such).
+    "L4": (_gib(22.03), "estimate: nvidia-smi 23,034 MiB less the driver reservation"),
+    # PyTorch OOM on a 24 GB A10 (GA102, the A10G's board): "total capacity of 22.18 GiB"
+    # https://github.com/OpenBMB/MiniCPM-V/issues/640
+    "A10G": (_gib(22.18), "https://github.com/OpenBMB/MiniCPM-V/issues/640 (A10, same board)"),
+    # PyTorch OOM on an RTX 4090: "23.68 GiB total capacity"
+    # https://github.com/zai-org/CogVideo/issues/36
+    "RTX 4090": (_gib(23.68), "https://github.com/zai-org/CogVideo/issues/36"),
+    # vLLM on 4x A100 40GB: "total_gpu_memory (39.38GiB)"
+    # https://github.com/vllm-project/vllm/issues/16570
+    "A100 40GB": (_gib(39.38), "https://github.com/vllm-project/vllm/issues/16570"),
+    # vLLM logs on A100 80GB: "total_gpu_memory (79.15GiB) x gpu_memory_utilization (0.90)"
+    # (committed vLLM start-up logs found with the code search; 81,049 MiB = 79.15 GiB)
+    "A100 80GB": (_gib(79.15), "vLLM log 'total_gpu_memory (79.15GiB)', A100 80GB"),
+    # vLLM on H100 80GB HBM3: "Free memory on device (78.57/79.18 GiB) on startup"
+    # (vLLM PR #10511 prints 79.22 GiB on another driver)
+    "H100 SXM": (_gib(79.18), "vLLM log 'Free memory on device (78.57/79.18 GiB)', H100; "
+                             "https://github.com/vllm-project/vllm/pull/10511 shows 79.22"),
+    # No public log found for the H200: nvidia-smi's 143,771 MiB less the ~480 MiB the driver
+    # keeps on an H100 (81,559 MiB shown, 79.18 GiB reported).
+    "H200": (_gib(139.93), "estimate: nvidia-smi 143,771 MiB less the H100's driver reservation"),
+    # cudaGetDeviceProperties on a B200: "Total Global Memory: 178.35 GB" (GiB)
+    # https://github.com/pytorch/ao/pull/4002
+    "B200": (_gib(178.35), "https://github.com/pytorch/ao/pull/4002"),
+    # vLLM on 2x L40S: "total_gpu_memory (44.42GiB)"
+    # https://github.com/vllm-project/vllm/issues/15815
+    "L40S": (_gib(44.42), "https://github.com/vllm-project/vllm/issues/15815"),
+    # vLLM on RTX 3090: "total_gpu_memory=23.58GiB"
+    # https://github.com/vllm-project/vllm/issues/10517
+    "RTX 3090": (_gib(23.58), "https://github.com/vllm-project/vllm/issues/10517"),
+}
 
 GPUS: dict[str, GPU] = {
     g.name: g
@@ -86,8 +165,15 @@ GPUS: dict[str, GPU] = {
             smem_bytes_per_block=227 * KiB, nvlink_bytes_per_s=900 * GB, pcie_bytes_per_s=128 * GB),
         GPU("B200", 180 * GB, 8.0 * TB, 2250e12, (10, 0), None, 228 * KiB, "nvidia_b200",
             smem_bytes_per_block=227 * KiB, nvlink_bytes_per_s=1800 * GB, pcie_bytes_per_s=128 * GB),
+        # L40S: 48 GB GDDR6, 864 GB/s, 362 TFLOPS FP16 tensor dense (733 with sparsity)
+        GPU("L40S", 48 * GB, 864 * GB, 362e12, (8, 9), 142, 100 * KiB, "nvidia_l40s",
+            smem_bytes_per_block=99 * KiB, nvlink_bytes_per_s=None, pcie_bytes_per_s=64 * GB),
     ]
 }
+
+
+GPUS = {name: replace(g, cuda_total_bytes=CUDA_TOTAL[name][0],
+                        cuda_total_source=CUDA_TOTAL[name][1]) for name, g in GPUS.items()}
 
 
 # Other names for the presets: the short names people type and what `nvidia-smi` /
@@ -96,7 +182,7 @@ GPU_ALIASES: dict[str, str] = {
     "h100": "H100 SXM", "h100sxm5": "H100 SXM", "h10080gbhbm3": "H100 SXM",
     "a100": "A100 80GB", "a100sxm480gb": "A100 80GB", "a100sxm440gb": "A100 40GB",
     "4090": "RTX 4090", "geforcertx4090": "RTX 4090",
-    "teslat4": "T4", "b200": "B200", "h200": "H200",
+    "teslat4": "T4", "b200": "B200", "h200": "H200", "l40s": "L40S", "l40": "L40S",
 }
 
 
@@ -118,5 +204,5 @@ def gpu(name: str | GPU) -> GPU:
     for preset_name, value in GPUS.items():
         if _norm(preset_name) == key:
             return value
-    raise ValueError(f"unknown GPU preset {name!r}; known presets: {', '.join(GPUS)} "
+    raise ValueError(f"name: unknown GPU preset {name!r}; known presets: {', '.join(GPUS)} "
                      f"(aliases: {', '.join(sorted({'H100', 'A100', '4090'}))})")

@@ -32,6 +32,9 @@ are split across GPUs (replicated once there are more GPUs than KV heads); an ML
 split, every GPU holds the whole latent cache. Pipeline parallelism over `pipeline_parallel`
 stages splits the layers: a GPU holds its stage's weights and its stage's layers' cache.
 
+GPU memory is the total CUDA reports (`GPU.memory_bytes`, e.g. 79.18 GiB on an H100 80GB), not
+the datasheet's "GB": that is what vLLM multiplies by `gpu_memory_utilization`.
+
 The memory budget (`memory_budget`) is one model with two readings:
 
 * chapter 2's: `reserve_fraction` of each GPU's memory is kept back for everything that is not
@@ -296,7 +299,7 @@ def kv_heads_per_gpu(spec: ModelSpec | str, n_gpus: int) -> int:
 
 def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch: int = 1,
                      kv_dtype: str | DType = "bf16", *, pipeline_parallel: int = 1,
-                     window_extra_tokens: int = 0) -> int:
+                     window_extra_tokens: int = 0, block_size: int | None = None) -> int:
     """Return the KV-cache bytes each GPU holds for `batch` sequences of `ctx_tokens` tokens
     under `n_gpus`-way tensor parallelism (and `pipeline_parallel` stages: the fullest stage).
 
@@ -304,25 +307,44 @@ def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch:
     not split. A sliding-window layer holds min(window + `window_extra_tokens`, ctx_tokens)
     tokens; vLLM keeps the tokens still in flight besides the window (`extra` = its
     `max_in_flight_tokens`, see `v1/kv_cache_interface.py::SlidingWindowSpec`).
+
+    With `block_size` (vLLM's paged cache, 16 tokens by default there) the count is in whole
+    blocks, as vLLM 0.33.0 reserves them per request: a full-attention layer
+    ``cdiv(ctx_tokens, block_size)`` blocks (`FullAttentionSpec.max_memory_usage_bytes`,
+    v1/kv_cache_interface.py:643), a sliding-window layer
+    ``cdiv(min(window - 1 + window_extra_tokens, ctx_tokens), block_size) + 1`` blocks (the
+    window need not start at a block boundary: `SlidingWindowSpec.
+    max_admission_blocks_per_request`, v1/kv_cache_interface.py:918-944). Without it, tokens.
     """
     s, dt = _spec(spec), _dtype(kv_dtype)
     heads = kv_heads_per_gpu(s, n_gpus)
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
-    if isinstance(window_extra_tokens, bool) or not isinstance(window_extra_tokens, int) \
-            or window_extra_tokens < 0:
-        raise ValueError("window_extra_tokens must be an integer >= 0, "
-                         f"got {window_extra_tokens!r}")
+    validate.non_negative_int("window_extra_tokens", window_extra_tokens)
+    if block_size is not None:
+        _positive_int("block_size", block_size)
     per_layer = _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
-    tokens = sum(_cached_tokens(w, ctx_tokens, window_extra_tokens)
-                 for w in _stage_windows(s, pipeline_parallel))
+    windows = _stage_windows(s, pipeline_parallel)
+    if block_size is None:
+        tokens = sum(_cached_tokens(w, ctx_tokens, window_extra_tokens) for w in windows)
+    else:
+        tokens = block_size * sum(_vllm_blocks(w, ctx_tokens, window_extra_tokens, block_size)
+                                  for w in windows)
     return batch * per_layer * tokens
+
+
+def _vllm_blocks(window: int | None, ctx_tokens: int, extra: int, block_size: int) -> int:
+    """Blocks one request of `ctx_tokens` tokens holds in one layer, by vLLM 0.33.0's rule."""
+    if window is None:   # FullAttentionSpec.max_memory_usage_bytes (kv_cache_interface.py:643)
+        return ceil_div(ctx_tokens, block_size)
+    # SlidingWindowSpec.max_admission_blocks_per_request (kv_cache_interface.py:918-944)
+    return ceil_div(min(window - 1 + extra, ctx_tokens), block_size) + 1
 
 
 def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
                        ctx_tokens: int, kv_dtype: str | DType = "bf16", *,
                        shared_prefix_tokens: int = 0, pipeline_parallel: int = 1,
-                       window_extra_tokens: int = 0) -> int:
+                       window_extra_tokens: int = 0, block_size: int | None = None) -> int:
     """Return how many sequences of `ctx_tokens` tokens a per-GPU KV budget holds; 0 if none.
 
     With prefix caching the first `shared_prefix_tokens` of every sequence are stored once in
@@ -330,13 +352,17 @@ def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
     so there they are counted per sequence).
     """
     s = _spec(spec)
+    if isinstance(kv_budget_bytes, bool) or not validate.is_int(kv_budget_bytes):
+        raise validate.ArgumentTypeError(f"kv_budget_bytes must be an integer number of bytes, "
+                                         f"got {kv_budget_bytes!r}")
+    _positive_int("ctx_tokens", ctx_tokens)
     if isinstance(shared_prefix_tokens, bool) or not isinstance(shared_prefix_tokens, int) \
             or not 0 <= shared_prefix_tokens < ctx_tokens:
         raise ValueError(f"shared_prefix_tokens must be an integer in [0, ctx_tokens={ctx_tokens})"
                          f", got {shared_prefix_tokens!r}")
     whole = kv_bytes_per_gpu(s, n_gpus, ctx_tokens, 1, kv_dtype,
                              pipeline_parallel=pipeline_parallel,
-                             window_extra_tokens=window_extra_tokens)
+                             window_extra_tokens=window_extra_tokens, block_size=block_size)
     full_layers = sum(w is None for w in _stage_windows(s, pipeline_parallel))
     per_layer = _layer_bytes(s, _dtype(kv_dtype),
                              kv_heads=None if s.is_mla else kv_heads_per_gpu(s, n_gpus))
@@ -374,35 +400,34 @@ ASSUMED_NON_TORCH_BYTES = {1: GiB // 4, "tp": GiB}   # one GPU; with NCCL and al
 
 
 def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batched_tokens: int,
-                        max_num_seqs: int, cuda_graphs: bool = True) -> RuntimeMemory:
-    """Return this book's estimate of what vLLM 0.33.0 subtracts besides weights, per GPU.
+                        max_num_seqs: int, cuda_graphs: bool = True,
+                        vllm_version: str = "0.33.0", pipeline_parallel: int = 1) -> RuntimeMemory:
+    """Return what vLLM `vllm_version` (0.33.0 by default) subtracts besides weights, per GPU.
 
-    Activations: vLLM profiles one forward pass over `max_num_batched_tokens` tokens and a
-    sampler pass over `max_num_seqs` rows (`GPUModelRunner.profile_run`). Estimated as two
-    16-bit hidden-state copies plus the larger of the MLP (gate/up and activation output, MoE:
-    for each of the token's experts) and attention (q, k, v) intermediates, sharded by TP,
-    plus float32 logits and probabilities over the whole vocabulary for each sampled row.
-    CUDA graphs and non-torch memory: stated assumptions (`ASSUMED_*`).
+    The same terms as `vllm_memory_budget` (which see, with the source lines): the activation
+    peak of the profiling run (`vllm_activation_bytes`: a forward pass over
+    `max_num_batched_tokens` tokens, MoE per routed expert, plus the sampler over `max_num_seqs`
+    rows), non-torch memory (`NON_TORCH_GIB`, read from logs: more with TP > 1) and the
+    CUDA-graph estimate (`CUDA_GRAPH_GIB`), which 0.21+ deducts before sizing the KV pool
+    (older versions capture graphs afterwards: pass `cuda_graphs=False` for their budget).
     """
     s = _spec(spec)
-    _positive_int("n_gpus", n_gpus)
-    tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
-    rows = _positive_int("max_num_seqs", max_num_seqs)
-    if s.is_moe:
-        mlp = tokens * s.num_experts_per_tok * 3 * s.moe_intermediate_size
-        mlp = max(mlp, tokens * 3 * s.intermediate_size) if s.first_k_dense_replace else mlp
-    else:
-        mlp = tokens * 3 * s.intermediate_size
-    attn = tokens * s.num_attention_heads * (3 * s.head_dim if not s.is_mla
-                                             else s.head_dim + s.v_head_dim)
-    activations = 2 * (2 * tokens * s.hidden_size + ceil_div(max(mlp, attn), n_gpus))
-    sampler = 2 * 4 * rows * s.vocab_size
-    non_torch = ASSUMED_NON_TORCH_BYTES[1 if n_gpus == 1 else "tp"]
-    graphs = ASSUMED_CUDA_GRAPH_BYTES if cuda_graphs else 0
-    how = (f"activations: forward pass over {tokens:,} tokens + sampler over {rows:,} rows "
-           f"(estimated); CUDA graphs {graphs / GiB:.2f} GiB and non-torch "
-           f"{non_torch / GiB:.2f} GiB (assumed; vLLM measures them at start-up)")
-    return RuntimeMemory(activations + sampler, graphs, non_torch, how)
+    tp = _positive_int("n_gpus", n_gpus)
+    pp = _positive_int("pipeline_parallel", pipeline_parallel)
+    if not isinstance(cuda_graphs, bool):
+        raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
+    v = _version(vllm_version)
+    act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
+                                max_num_seqs=max_num_seqs, vllm_version=vllm_version)
+    nt_gib = (NON_TORCH_GIB["tp1"] if tp * pp == 1
+              else NON_TORCH_GIB["tp" if v >= (0, 11, 0) else "tp_before_0.11"])
+    deducted = cuda_graphs and v >= (0, 21, 0)
+    graphs = int(CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] * GiB) if deducted else 0
+    how = (f"activations: forward pass over {max_num_batched_tokens:,} tokens + sampler over "
+           f"{min(max_num_seqs, max_num_batched_tokens):,} rows (estimated); non-torch "
+           f"{nt_gib:.2f} GiB and CUDA graphs {graphs / GiB:.2f} GiB (from start-up logs; vLLM "
+           "measures them at start-up)")
+    return RuntimeMemory(act, graphs, int(nt_gib * GiB), how)
 
 
 @dataclass(frozen=True)
@@ -432,9 +457,9 @@ def memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1,
     """Return one GPU's budget: ceil(total x utilization) - weights - runtime terms = KV budget."""
     g = _gpu(gpu)
     util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
-    usable = math.ceil(round(g.hbm_bytes * util, 6))
+    usable = math.ceil(round(g.memory_bytes * util, 6))
     weights = weight_bytes_per_gpu(spec, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
-    return MemoryBudget(g.hbm_bytes, usable, weights, runtime)
+    return MemoryBudget(g.memory_bytes, usable, weights, runtime)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,7 +535,7 @@ def fits(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, ctx_tokens: int
     return FitReport(
         model=s.name, gpu=g.name, n_gpus=n_gpus, ctx_tokens=ctx_tokens, batch=batch,
         kv_dtype=_dtype(kv_dtype).name, weight_dtype=_dtype(weight_dtype).name,
-        reserve_fraction=float(reserve_fraction), memory_bytes_per_gpu=g.hbm_bytes,
+        reserve_fraction=float(reserve_fraction), memory_bytes_per_gpu=g.memory_bytes,
         reserve_bytes_per_gpu=budget.reserve_bytes, weight_bytes_per_gpu=budget.weight_bytes,
         kv_bytes_per_gpu=kv, weight_bytes_total=weight_bytes(s, weight_dtype),
         kv_bytes_total=kv_bytes(s, ctx_tokens, batch, kv_dtype),
@@ -560,3 +585,255 @@ def min_tp_degree(spec: ModelSpec | str, gpu: GPU | str, ctx_tokens: int = 4096,
         if fits(spec, gpu, n, ctx_tokens, batch, kv_dtype, weight_dtype, reserve_fraction).fits:
             return n
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM's start-up accounting, term by term
+#
+# The book pins vLLM 0.33.0; file:line references are to that wheel
+# (`pip download --no-deps vllm==0.33.0`). Older versions differ in a few rules; `vllm_version`
+# selects them, each difference stated where it applies (checked against the start-up logs in
+# `inferbook/data/vllm_logs.json`, see `inferbook.vllm_logs`).
+
+VLLM_PINNED = "0.33.0"
+DEFAULT_BLOCK_SIZE = 16        # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA (config/cache.py:463)
+
+
+def _version(value) -> tuple[int, int, int]:
+    """Return vLLM's version string (e.g. "0.10.1.1", "0.33.0") as (major, minor, patch)."""
+    if not isinstance(value, str):
+        raise validate.ArgumentTypeError(f"vllm_version must be a version string like "
+                                         f"'0.33.0', got {value!r}")
+    parts = value.strip().lstrip("v").split(".")
+    try:
+        nums = [int("".join(ch for ch in p if ch.isdigit()) or "x") for p in parts[:3]]
+    except ValueError:
+        raise ValueError(f"vllm_version must look like '0.33.0', got {value!r}") from None
+    if len(nums) < 2:
+        raise ValueError(f"vllm_version must look like '0.33.0', got {value!r}")
+    return tuple((nums + [0, 0])[:3])  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class VllmKVCache:
+    """vLLM's KV-cache layout for one worker: blocks, groups, tokens and concurrency it logs."""
+
+    available_bytes: int       # "Available KV cache memory" (bytes)
+    block_size: int            # tokens per block
+    num_groups: int            # KV-cache groups (hybrid allocator: one per layer group)
+    layers_per_group: int
+    bytes_per_block: int       # one block id across one group's layers: what the pool divides by
+    num_blocks: int            # floor(available / bytes_per_block)
+    blocks_per_request: int    # blocks one request of max_model_len takes, all groups
+    max_model_len: int
+    kv_tokens: int             # "GPU KV cache size: N tokens"
+    max_concurrency: float     # "Maximum concurrency for max_model_len tokens per request: x"
+    rule: str                  # which version's rules were applied
+
+
+def _kv_groups(windows: tuple[int | None, ...], hybrid: bool) -> tuple[int, list[int | None]]:
+    """Return (layers per group, window of each group) as vLLM groups the layers of one worker.
+
+    One attention type: one group of all layers. Several (sliding + full, the hybrid
+    allocator): `_get_kv_cache_groups_uniform_page_size` (v1/core/kv_cache_planning.py:416-558)
+    buckets layers by type, takes the smallest bucket as the group size (the largest when it is
+    below 1.5x the smallest, gpt-oss + eagle) and cuts each bucket into cdiv(n, size) groups,
+    padding the last; every group has the same page size, so each block id spans
+    `group_size` layers.
+    """
+    kinds: dict[int | None, int] = {}
+    for w in windows:
+        kinds[w] = kinds.get(w, 0) + 1
+    if len(kinds) == 1 or not hybrid:
+        # without the hybrid allocator, sliding layers are allocated as full attention
+        # (`unify_hybrid_kv_cache_specs`, kv_cache_planning.py:853)
+        one = next(iter(kinds)) if len(kinds) == 1 else None
+        return len(windows), [one]
+    lo, hi = min(kinds.values()), max(kinds.values())
+    size = hi if hi < lo * 1.5 else lo
+    groups: list[int | None] = []
+    for w, n in kinds.items():
+        groups += [w] * ceil_div(n, size)
+    return size, groups
+
+
+def vllm_kv_cache(spec: ModelSpec | str, n_gpus: int = 1, *, available_bytes: int,
+                  max_model_len: int, kv_dtype: str | DType = "bf16",
+                  block_size: int = DEFAULT_BLOCK_SIZE, pipeline_parallel: int = 1,
+                  max_num_batched_tokens: int = 2048, vllm_version: str = VLLM_PINNED,
+                  hybrid_kv_cache_manager: bool = True) -> VllmKVCache:
+    """Return the KV cache vLLM builds from `available_bytes` per GPU, and what it logs.
+
+    0.33.0, term by term:
+
+    * page: ``block_size x bytes per token per layer`` on this GPU (`AttentionSpec.
+      page_size_bytes`, v1/kv_cache_interface.py:597; KV heads split by TP, replicated past
+      num_key_value_heads; an MLA latent is not split);
+    * groups and bytes per block: `_kv_groups` (sliding + full layers share a page size;
+      bytes per block = page x layers per group, `_get_kv_cache_bytes_per_block`,
+      kv_cache_planning.py:573-606);
+    * ``num_blocks = available // bytes_per_block`` (`get_kv_cache_config_from_groups`,
+      kv_cache_planning.py:679);
+    * per request: full-attention groups ``cdiv(max_model_len, block_size)`` blocks, sliding
+      groups ``cdiv(min(window - 1 + in_flight, max_model_len), block_size) + 1`` with
+      ``in_flight = max_concurrent_batches x max_num_batched_tokens`` (`VllmConfig.
+      max_in_flight_tokens`, config/vllm.py:588-609: pp + 1 batches with async scheduling on
+      Model Runner V2);
+    * ``max_concurrency = num_blocks / blocks_per_request`` and the logged
+      ``kv_tokens = int(max_concurrency x max_model_len)`` (`get_kv_cache_capacity`,
+      v1/core/kv_cache_utils.py:1061-1128).
+
+    Older versions, as their logs show (`vllm_version`): before 0.21 one batch is in flight and
+    the token count is ``num_blocks // num_groups x block_size``; before 0.10 there is no hybrid
+    allocator (sliding layers count as full) and concurrency is ``tokens / max_model_len``;
+    before 0.8 (the V0 engine, "# GPU blocks") every layer is full attention and
+    ``num_blocks = available // (block_size x bytes per token, all layers)``.
+    """
+    s, dt = _spec(spec), _dtype(kv_dtype)
+    validate.non_negative_int("available_bytes", available_bytes)
+    _positive_int("max_model_len", max_model_len)
+    _positive_int("block_size", block_size)
+    _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    if not isinstance(hybrid_kv_cache_manager, bool):
+        raise validate.ArgumentTypeError(f"hybrid_kv_cache_manager must be True or False, got "
+                                         f"{hybrid_kv_cache_manager!r}")
+    v = _version(vllm_version)
+    heads = kv_heads_per_gpu(s, n_gpus)
+    windows = _stage_windows(s, pipeline_parallel)
+    page = block_size * _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
+    if v < (0, 8, 0):        # V0: one block spans all layers, all full attention
+        rule = "V0 (< 0.8): all layers full attention, blocks x block_size"
+        size, groups = len(windows), [None]
+    else:
+        hybrid = hybrid_kv_cache_manager and v >= (0, 10, 0)
+        size, groups = _kv_groups(windows, hybrid)
+        rule = ("V1 >= 0.21: int(concurrency x max_model_len), pp + 1 batches in flight"
+                if v >= (0, 21, 0) else
+                "V1 0.10-0.20: num_blocks // groups x block_size, one batch in flight"
+                if v >= (0, 10, 0) else "V1 0.8-0.9: no hybrid allocator")
+    bytes_per_block = size * page
+    num_blocks = available_bytes // bytes_per_block
+    batches = pipeline_parallel + 1 if v >= (0, 21, 0) else 1
+    in_flight = batches * max_num_batched_tokens
+    per_request = sum(_vllm_blocks(w, max_model_len, in_flight, block_size) for w in groups)
+    if v >= (0, 21, 0):
+        concurrency = num_blocks / per_request
+        tokens = int(concurrency * max_model_len)
+    else:
+        tokens = num_blocks // len(groups) * block_size
+        concurrency = (num_blocks / per_request if v >= (0, 10, 0)
+                       else tokens / max_model_len)
+    return VllmKVCache(available_bytes, block_size, len(groups), size, bytes_per_block,
+                       num_blocks, per_request, max_model_len, tokens, concurrency, rule)
+
+
+@dataclass(frozen=True)
+class VllmBudget:
+    """One GPU's start-up budget as vLLM computes it: requested - non-KV terms = KV memory."""
+
+    gpu_bytes: int             # total CUDA reports (GPU.memory_bytes)
+    requested_bytes: int       # ceil(total x gpu_memory_utilization)
+    weight_bytes: int          # "Model loading took X GiB"
+    activation_bytes: int      # peak of the profiling run (forward + sampler), estimated
+    non_torch_bytes: int       # NCCL, cuBLAS, custom all-reduce buffers, estimated
+    cuda_graph_bytes: int      # CUDA-graph pool estimate
+    cuda_graph_deducted: bool  # 0.21+: deducted before sizing the pool; before: not
+    how: str
+
+    @property
+    def available_kv_bytes(self) -> int:
+        """Return "Available KV cache memory" (negative: vLLM refuses to start)."""
+        graphs = self.cuda_graph_bytes if self.cuda_graph_deducted else 0
+        return (self.requested_bytes - self.weight_bytes - self.activation_bytes
+                - self.non_torch_bytes - graphs)
+
+
+# Non-torch memory per GPU, read from start-up logs (GiB): one GPU 0.13 (H100, vLLM 0.11:
+# "Non-torch memory: 0.13 GiB"), TP > 1 0.55 (Llama-3.3-70B FP8 and Qwen3-32B, TP = 2, same log
+# set); vLLM 0.10.1 on A100 TP = 2 leaves 0.36 GiB after the profiled activations
+# (dennislee22/vLLM-benchmarking logs). Runs across nodes (Ray, NCCL over the network) take more
+# and vary; those records are excluded from the end-to-end check.
+NON_TORCH_GIB = {"tp1": 0.13, "tp_before_0.11": 0.36, "tp": 0.55}
+# CUDA graphs: "Graph capturing finished in 3 secs, took 0.50 GiB" (TP = 1) and 0.65 GiB
+# (TP = 2) in the same vLLM 0.10.1 logs; 0.21+ deducts its estimate before sizing the pool
+# (gpu_worker.py:702-757, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, envs.py:2219).
+CUDA_GRAPH_GIB = {"tp1": 0.50, "tp": 0.65}
+# Sampler profiling: `_dummy_sampler_run` (gpu_model_runner.py:5866) samples min(max_num_seqs,
+# max_num_batched_tokens) rows over the whole vocabulary with top-k = vocab - 1 and top-p, so
+# float32 logits are sorted and copied: about 8.5 copies of rows x vocab x 4 bytes from 0.11 on
+# (fitted to five H100 logs: Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56, gpt-oss-20b 7.38, Qwen3-32B
+# 5.64, Llama-3.3-70B TP 2 4.84 at 8,192 tokens / 1,024 rows), one copy before (vLLM 0.10.1 on
+# A100: 0.5 GiB for everything besides weights at 2,048 tokens / 256 rows).
+SAMPLER_COPIES = {"0.11+": 8.5, "before": 1.0}
+
+
+def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
+                          max_num_batched_tokens: int, max_num_seqs: int,
+                          vllm_version: str = VLLM_PINNED) -> int:
+    """Return the estimated activation peak of vLLM's profiling run on one GPU.
+
+    `profile_run` (gpu_model_runner.py:6072) runs one forward pass over
+    `max_num_batched_tokens` tokens, then the sampler over min(max_num_seqs, tokens) rows.
+    Forward: per token two 16-bit hidden vectors plus the MLP's gate/up and activation outputs
+    (3 x intermediate, split by TP; an MoE token does this for each of its top-k experts, so
+    MoE models peak higher) or attention's q/k/v, whichever is larger. Sampler: float32 logits
+    over the vocabulary, `SAMPLER_COPIES` times.
+    """
+    s = _spec(spec)
+    tp = _positive_int("n_gpus", n_gpus)
+    tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    rows = min(_positive_int("max_num_seqs", max_num_seqs), tokens)
+    v = _version(vllm_version)
+    if s.is_moe:
+        mlp = s.num_experts_per_tok * 3 * s.moe_intermediate_size
+        if s.first_k_dense_replace:
+            mlp = max(mlp, 3 * s.intermediate_size)
+    else:
+        mlp = 3 * s.intermediate_size
+    attn = s.num_attention_heads * (3 * s.head_dim if not s.is_mla else s.head_dim + s.v_head_dim)
+    forward = tokens * 2 * (2 * s.hidden_size + ceil_div(max(mlp, attn), tp))
+    copies = SAMPLER_COPIES["0.11+" if v >= (0, 11, 0) else "before"]
+    sampler = int(copies * rows * s.vocab_size * 4)
+    return forward + sampler
+
+
+def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
+                       gpu_memory_utilization: float = 0.9,
+                       weight_dtype: str | DType = "bf16",
+                       max_num_batched_tokens: int, max_num_seqs: int,
+                       pipeline_parallel: int = 1, vllm_version: str = VLLM_PINNED,
+                       cuda_graphs: bool = True, weight_bytes: int | None = None) -> VllmBudget:
+    """Return one GPU's budget the way vLLM `vllm_version` computes it (0.33.0 by default).
+
+    `Worker.determine_available_memory` (v1/worker/gpu_worker.py:641-757): requested memory
+    ``ceil(total x gpu_memory_utilization)`` (`request_memory`, v1/worker/utils.py:716-723, the
+    total is what CUDA reports), minus what the profiling run consumed (`memory_profiling`,
+    utils/mem_utils.py:230-321: weights + non-torch memory + the torch activation peak), minus
+    the CUDA-graph estimate when it is deducted (0.21+). `weight_bytes` overrides the weights
+    (e.g. the logged "Model loading took"); otherwise every parameter at `weight_dtype`, split
+    over TP x PP (`weight_bytes_per_gpu`).
+    """
+    s, g = _spec(spec), _gpu(gpu)
+    util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
+    tp = _positive_int("n_gpus", n_gpus)
+    v = _version(vllm_version)
+    if not isinstance(cuda_graphs, bool):
+        raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
+    if weight_bytes is None:
+        weights = weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pipeline_parallel)
+    else:
+        weights = validate.non_negative_int("weight_bytes", weight_bytes)
+    act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
+                                max_num_seqs=max_num_seqs, vllm_version=vllm_version)
+    if tp * pipeline_parallel == 1:
+        nt = NON_TORCH_GIB["tp1"]
+    else:
+        nt = NON_TORCH_GIB["tp" if v >= (0, 11, 0) else "tp_before_0.11"]
+    graphs = CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] if cuda_graphs else 0.0
+    requested = math.ceil(round(g.memory_bytes * util, 6))
+    how = (f"vLLM {vllm_version}: ceil({g.memory_bytes / GiB:.2f} GiB x {util}) - weights - "
+           f"activations (forward over {max_num_batched_tokens:,} tokens + sampler) - non-torch "
+           f"{nt:.2f} GiB" + (f" - CUDA graphs {graphs:.2f} GiB" if v >= (0, 21, 0) and graphs
+                              else "; CUDA graphs captured after the pool is sized"))
+    return VllmBudget(g.memory_bytes, requested, weights, act, int(nt * GiB), int(graphs * GiB),
+                      v >= (0, 21, 0), how)
