@@ -341,7 +341,8 @@ def _ch3_blog_o_n_time() -> str:
     return (f"The FLOPs are unchanged: 4N²d per head for both ({flash.flops:,} at N = {n:,}, "
             f"d = {d}, counted by `inferbook.io_model` for both algorithms). What becomes O(N) "
             f"is the extra memory; what shrinks is HBM traffic ({standard.total / flash.total:.1f}× "
-            f"fewer elements moved at N = {n:,}, M = 2^15), which is why it runs faster.")
+            f"fewer elements moved than standard attention at N = {n:,}, M = 2^15), which is why "
+            "it runs faster.")
 
 
 def _blog_flash_attention(q, k, v, block_size):
