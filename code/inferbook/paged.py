@@ -8,19 +8,15 @@ ever wastes the unused tail of its last block, and blocks can be shared between 
 
 Public API (stable; the serving engine builds on it):
 
-``BlockAllocator(num_blocks, block_size=16)``
-    The free list and reference counts. ``allocate() -> int`` (ref count 1; raises
-    ``OutOfBlocksError`` when the free list is empty), ``free(block)`` (drops one reference;
-    the block returns to the free list at 0; freeing a free block raises ``ValueError``),
-    ``incref(block)``, ``ref_count(block)``, ``num_free_blocks``, ``can_allocate(n)``; the
-    module function ``blocks_for(num_tokens, block_size)`` = ⌈num_tokens / block_size⌉. The
-    free list is ordered: blocks a
-    prefix cache still indexes go to its tail and are evicted least-recently-used (see
+``BlockAllocator(num_blocks, block_size=16)``, ``OutOfBlocksError``, ``blocks_for``, ``check_invariants``
+    The free list and reference counts, the out-of-blocks signal, ⌈num_tokens / block_size⌉ and
+    the books' consistency check: defined in `blocks` (torch-free) and importable from here.
+    ``allocate() -> int`` (ref count 1; raises ``OutOfBlocksError`` when the free list is empty),
+    ``free(block)`` (drops one reference; the block returns to the free list at 0; freeing a
+    free block raises ``ValueError``), ``incref(block)``, ``ref_count(block)``,
+    ``num_free_blocks``, ``can_allocate(n)``. The free list is ordered: blocks a prefix cache
+    still indexes go to its tail and are evicted least-recently-used (see
     `prefix_cache.PrefixCache`, which plugs in through ``allocator.hook``).
-
-``OutOfBlocksError(RuntimeError)``
-    The scheduler's signal: not enough free blocks; nothing was changed. Carries ``needed``
-    and ``free``. Check first with ``can_allocate(n)`` / ``PagedKVCache.can_append(seq, n)``.
 
 ``PagedKVCache(allocator, n_layers, n_kv_heads, head_dim, dtype=torch.float32, device="cpu")``
     Storage ``k_pool[layer]``, ``v_pool[layer]``: ``[num_blocks, block_size, n_kv_heads, head_dim]``.
@@ -30,7 +26,8 @@ Public API (stable; the serving engine builds on it):
     ``append_slots(seq_id, n) -> slots`` (reserve n more token slots; a new block only when
     the last one is full; copy-on-write of a shared partly-filled last block; returns the flat
     slot indices ``block * block_size + offset``, a LongTensor [n]), ``can_append(seq_id, n)``,
-    ``blocks_needed(seq_id, n)``, ``write(layer, slots, k, v)``, ``gather(layer, seq_id)``,
+    ``blocks_needed(seq_id, n)``, ``admission_cost(num_tokens, hit_blocks)``, ``can_admit``,
+    ``write(layer, slots, k, v)``, ``gather(layer, seq_id)``,
     ``fork(parent_id, child_id)`` (share every block), ``free_sequence(seq_id)`` (drop the
     sequence's references; a second call raises ``ValueError``), ``block_table(seq_id) ->
     list[int]``, ``num_tokens(seq_id)``, ``sequences``, ``view(seq_id) -> SequenceCacheView``.
@@ -59,7 +56,6 @@ Public API (stable; the serving engine builds on it):
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from typing import Hashable, Sequence
 
 import torch
@@ -67,100 +63,17 @@ import torch.nn.functional as F
 
 from . import validate
 from .arith import ceil_div
-
-
-class OutOfBlocksError(RuntimeError):
-    """Not enough free KV blocks for the request; the cache was left unchanged.
-
-    `needed`: blocks the operation needed; `free`: blocks that were free. A scheduler catches
-    this (or asks `can_allocate` first) and preempts or queues a sequence.
-    """
-
-    def __init__(self, needed: int, free: int, what: str = "allocation"):
-        self.needed, self.free = needed, free
-        super().__init__(
-            f"out of KV blocks: {what} needs {needed} block(s) but only {free} are free; "
-            "free a sequence (or preempt one) and retry"
-        )
-
-
-class BlockAllocator:
-    """A pool of `num_blocks` blocks of `block_size` token slots: free list + reference counts.
-
-    Invariant: a block is on the free list exactly when its reference count is 0.
-    """
-
-    def __init__(self, num_blocks: int, block_size: int = 16):
-        self.num_blocks = validate.positive_int("num_blocks", num_blocks)
-        self.block_size = validate.positive_int("block_size", block_size)
-        self._ref = [0] * num_blocks
-        # Ordered free list: allocate() takes from the front. Plain freed blocks go to the front
-        # (reused first); blocks a prefix cache still indexes go to the back (evicted last, LRU).
-        self._free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))
-        # Optional prefix cache: `hook.is_cached(block) -> bool`, `hook.evict(block)`.
-        self.hook = None
-
-    @property
-    def num_free_blocks(self) -> int:
-        """Blocks with reference count 0 (including cached blocks that may be evicted)."""
-        return len(self._free)
-
-    @property
-    def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self._free)
-
-    def can_allocate(self, n: int) -> bool:
-        """Return whether `n` blocks can be allocated now."""
-        return validate.non_negative_int("n", n) <= len(self._free)
-
-    def _check(self, block: int) -> int:
-        return validate.integer("block", block, 0, self.num_blocks - 1)
-
-    def allocate(self) -> int:
-        """Return a free block with reference count 1; raise `OutOfBlocksError` if none is free."""
-        if not self._free:
-            raise OutOfBlocksError(1, 0)
-        block, _ = self._free.popitem(last=False)
-        if self.hook is not None and self.hook.is_cached(block):
-            self.hook.evict(block)  # the least recently used cached block loses its contents
-        self._ref[block] = 1
-        return block
-
-    def incref(self, block: int) -> None:
-        """Add a reference to `block`; a free (cached) block is taken off the free list."""
-        block = self._check(block)
-        if self._ref[block] == 0:
-            del self._free[block]
-        self._ref[block] += 1
-
-    def free(self, block: int) -> None:
-        """Drop one reference to `block`; at zero it returns to the free list."""
-        block = self._check(block)
-        if self._ref[block] == 0:
-            raise ValueError(f"block {block} is already free (double free)")
-        self._ref[block] -= 1
-        if self._ref[block] == 0:
-            self._free[block] = None  # back of the list: evicted last
-            if self.hook is None or not self.hook.is_cached(block):
-                self._free.move_to_end(block, last=False)  # nothing to keep: reuse first
-
-    def ref_count(self, block: int) -> int:
-        return self._ref[self._check(block)]
-
-    def free_blocks(self) -> list[int]:
-        """Return the free list in allocation order (a copy)."""
-        return list(self._free)
-
-    def __repr__(self) -> str:
-        return (f"BlockAllocator(num_blocks={self.num_blocks}, block_size={self.block_size}, "
-                f"free={self.num_free_blocks})")
+from .blocks import (BlockAllocator, BlockManager, OutOfBlocksError,  # noqa: F401 (re-exported)
+                     blocks_for, check_invariants)
 
 
 class PagedKVCache:
     """Paged K/V storage for many sequences sharing one `BlockAllocator`.
 
     k_pool[layer], v_pool[layer]: [num_blocks, block_size, n_kv_heads, head_dim]. Token t of a
-    sequence lives in block `block_table[t // block_size]` at offset `t % block_size`.
+    sequence lives in block `block_table[t // block_size]` at offset `t % block_size`. The books
+    (block tables, lengths, copy-on-write decisions) are kept by `self.blocks`, a torch-free
+    `blocks.BlockManager`; this class stores the tensors and makes the block copies it asks for.
     """
 
     def __init__(
@@ -176,16 +89,16 @@ class PagedKVCache:
             raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
         for name, value in [("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)]:
             validate.positive_int(name, value)
+        self.blocks = BlockManager(allocator)
         self.allocator = allocator
         self.block_size = allocator.block_size
         self.n_layers, self.n_kv_heads, self.head_dim = n_layers, n_kv_heads, head_dim
         shape = (allocator.num_blocks, allocator.block_size, n_kv_heads, head_dim)
         self.k_pool = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v_pool = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
-        self._tables: dict[Hashable, list[int]] = {}
-        self._lengths: dict[Hashable, int] = {}
-        self._finished: set[Hashable] = set()
-        self.copies = 0  # copy-on-write block copies made so far
+        # the manager's books, by name (the same objects)
+        self._tables, self._lengths, self._finished = (self.blocks._tables, self.blocks._lengths,
+                                                       self.blocks._finished)
 
     @classmethod
     def for_model(cls, config, num_blocks: int, block_size: int = 16, dtype=torch.float32, device="cpu"):
@@ -193,66 +106,43 @@ class PagedKVCache:
         return cls(BlockAllocator(num_blocks, block_size), config.n_layer, config.n_head,
                    config.head_dim, dtype, device)
 
-    # --- sequences -------------------------------------------------------------------------
+    # --- sequences: the books are the BlockManager's ------------------------------------------
     @property
     def sequences(self) -> list[Hashable]:
-        return list(self._tables)
+        return self.blocks.sequences
 
-    def _seq(self, seq_id: Hashable) -> list[int]:
-        if seq_id in self._tables:
-            return self._tables[seq_id]
-        if seq_id in self._finished:
-            raise ValueError(f"sequence {seq_id!r} is finished (freed); it cannot be used again")
-        raise ValueError(f"unknown sequence {seq_id!r}; known: {self.sequences}")
+    @property
+    def copies(self) -> int:
+        """Copy-on-write block copies made so far."""
+        return self.blocks.copies
 
     def add_sequence(self, seq_id: Hashable, blocks: Sequence[int] = (), num_tokens: int | None = None) -> None:
         """Register a sequence; optionally on `blocks` the caller already holds one reference to.
 
         `num_tokens` defaults to `len(blocks) * block_size` (full blocks, as a prefix-cache hit gives).
         """
-        self._check_new(seq_id)
-        blocks = validate.block_table("blocks", blocks, self.allocator.num_blocks)
-        if num_tokens is None:
-            num_tokens = len(blocks) * self.block_size
-        num_tokens = validate.non_negative_int("num_tokens", num_tokens)
-        if ceil_div(num_tokens, self.block_size) != len(blocks):
-            raise ValueError(f"{num_tokens} tokens need {ceil_div(num_tokens, self.block_size)} "
-                             f"blocks of {self.block_size}, got {len(blocks)} blocks")
-        for b in blocks:
-            if self.allocator.ref_count(b) < 1:
-                raise ValueError(f"block {b} is free; take a reference (allocate/incref) before adding it")
-        self._finished.discard(seq_id)
-        self._tables[seq_id] = blocks
-        self._lengths[seq_id] = num_tokens
-
-    def _check_new(self, seq_id: Hashable) -> None:
-        try:
-            hash(seq_id)
-        except TypeError:
-            raise TypeError(f"seq_id must be hashable, got {type(seq_id).__name__}") from None
-        if seq_id in self._tables:
-            raise ValueError(f"sequence {seq_id!r} already exists")
+        self.blocks.add_sequence(seq_id, blocks, num_tokens)
 
     def block_table(self, seq_id: Hashable) -> list[int]:
         """Return the sequence's physical blocks in logical order (a copy)."""
-        return list(self._seq(seq_id))
+        return self.blocks.block_table(seq_id)
 
     def num_tokens(self, seq_id: Hashable) -> int:
-        self._seq(seq_id)
-        return self._lengths[seq_id]
+        return self.blocks.num_tokens(seq_id)
 
     def blocks_needed(self, seq_id: Hashable, n: int) -> int:
         """Return the new blocks `append_slots(seq_id, n)` would take (incl. a copy-on-write)."""
-        table = self._seq(seq_id)
-        n = validate.non_negative_int("n", n)
-        length = self._lengths[seq_id]
-        needed = ceil_div(length + n, self.block_size) - len(table)
-        if n > 0 and length % self.block_size and self.allocator._ref[table[-1]] > 1:
-            needed += 1  # the shared, partly filled last block must be copied before writing
-        return needed
+        return self.blocks.blocks_needed(seq_id, n)
 
     def can_append(self, seq_id: Hashable, n: int = 1) -> bool:
-        return self.allocator.can_allocate(self.blocks_needed(seq_id, n))
+        return self.blocks.can_append(seq_id, n)
+
+    def admission_cost(self, num_tokens: int, hit_blocks: Sequence[int] = ()) -> int:
+        """Return the free blocks admitting a sequence takes (see `BlockManager.admission_cost`)."""
+        return self.blocks.admission_cost(num_tokens, hit_blocks)
+
+    def can_admit(self, num_tokens: int, hit_blocks: Sequence[int] = ()) -> bool:
+        return self.blocks.can_admit(num_tokens, hit_blocks)
 
     def append_slots(self, seq_id: Hashable, n: int) -> torch.Tensor:
         """Reserve slots for `n` more tokens; return their flat slot indices (LongTensor [n]).
@@ -260,75 +150,46 @@ class PagedKVCache:
         All or nothing: raises `OutOfBlocksError` (cache unchanged) if the blocks are not free.
         """
         length = self.reserve(seq_id, n)
-        return self._slots(self._tables[seq_id], length, length + n)
+        return self.slots(seq_id, length, length + n)
 
     def reserve(self, seq_id: Hashable, n: int) -> int:
         """Reserve slots for `n` more tokens (as `append_slots`); return the old length."""
-        needed = self.blocks_needed(seq_id, n)  # checks seq_id and n
-        if not self.allocator.can_allocate(needed):
-            raise OutOfBlocksError(needed, self.allocator.num_free_blocks, f"appending {n} token(s) to {seq_id!r}")
-        table, length = self._tables[seq_id], self._lengths[seq_id]
-        if n > 0 and length % self.block_size and self.allocator._ref[table[-1]] > 1:
-            table[-1] = self._copy_on_write(table[-1])
-        while len(table) < ceil_div(length + n, self.block_size):
-            table.append(self.allocator.allocate())
-        self._lengths[seq_id] = length + n
+        length = self.blocks.num_tokens(seq_id)
+        for src, dst in self.blocks.reserve(seq_id, n):  # copy-on-write of a shared last block
+            for pool in (*self.k_pool, *self.v_pool):
+                pool[dst].copy_(pool[src])
         return length
-
-    def _copy_on_write(self, block: int) -> int:
-        """Return a private copy of the shared `block` (all layers); drop our reference to it."""
-        new = self.allocator.allocate()
-        for pool in (*self.k_pool, *self.v_pool):
-            pool[new].copy_(pool[block])
-        self.allocator.free(block)
-        self.copies += 1
-        return new
-
-    def _slots(self, table: list[int], start: int, stop: int) -> torch.Tensor:
-        device = self.k_pool[0].device
-        t = torch.arange(start, stop, device=device)
-        blocks = torch.tensor(table, dtype=torch.long, device=device)[t // self.block_size]
-        return blocks * self.block_size + t % self.block_size
 
     def slots(self, seq_id: Hashable, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """Return the flat slot indices of tokens start .. stop − 1 of the sequence."""
-        table = self._seq(seq_id)
-        stop = self._lengths[seq_id] if stop is None else validate.integer("stop", stop)
-        start = validate.integer("start", start)
-        if not 0 <= start <= stop <= self._lengths[seq_id]:
-            raise ValueError(f"token range {start}..{stop} outside 0..{self._lengths[seq_id]}")
-        return self._slots(table, start, stop)
+        return torch.tensor(self.blocks.slots(seq_id, start, stop), dtype=torch.long,
+                            device=self.k_pool[0].device)
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         """Make `child_id` share every block of `parent_id` (copy-on-write on the next divergent write)."""
-        table = self._seq(parent_id)
-        self._check_new(child_id)
-        for b in table:
-            self.allocator.incref(b)
-        self._finished.discard(child_id)
-        self._tables[child_id] = list(table)
-        self._lengths[child_id] = self._lengths[parent_id]
+        self.blocks.fork(parent_id, child_id)
 
     def free_sequence(self, seq_id: Hashable) -> None:
         """Drop the sequence's block references (last block first, so it is evicted first)."""
-        table = self._seq(seq_id)
-        lost = [b for b in table if self.allocator.ref_count(b) < 1]
-        if lost:  # someone freed them behind the table's back: refuse before changing anything
-            raise ValueError(f"sequence {seq_id!r} holds block(s) {lost} that are already free")
-        for b in reversed(table):
-            self.allocator.free(b)
-        del self._tables[seq_id], self._lengths[seq_id]
-        self._finished.add(seq_id)
+        self.blocks.free_sequence(seq_id)
 
     # --- data ------------------------------------------------------------------------------
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store k, v ([n, n_kv_heads, head_dim]) at flat `slots` ([n]) of `layer`."""
         validate.integer("layer", layer, 0, self.n_layers - 1)
-        validate.int_tensor("slots", slots, 0, self.allocator.num_blocks * self.block_size, "slot indices")
+        empty = isinstance(slots, torch.Tensor) and slots.numel() == 0 and slots.dim() == 1
+        if not (empty and not slots.dtype.is_floating_point and slots.dtype != torch.bool):
+            # (the empty slots that append_slots(seq_id, 0) returns are accepted: nothing to store)
+            validate.int_tensor("slots", slots, 0, self.allocator.num_blocks * self.block_size,
+                                "slot indices")
         want = (slots.numel(), self.n_kv_heads, self.head_dim)
+        for name, t in (("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if k.shape != want or v.shape != want:
             raise ValueError(f"k and v must both be {list(want)}, got {tuple(k.shape)} and {tuple(v.shape)}")
-        self._write(layer, slots, k, v)
+        if want[0]:
+            self._write(layer, slots, k, v)
 
     def _write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         kp = self.k_pool[layer].view(-1, self.n_kv_heads, self.head_dim)
@@ -599,31 +460,3 @@ def paged_decode_attention(
     valid = torch.arange(k.shape[2], device=k.device) < lens[:, None]  # [batch, L]
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     return (torch.softmax(scores, dim=-1).unsqueeze(-2) @ v).squeeze(-2)
-
-
-def blocks_for(num_tokens: int, block_size: int = 16) -> int:
-    """Return ⌈num_tokens / block_size⌉, the blocks that hold `num_tokens` tokens (0 for 0)."""
-    return ceil_div(validate.non_negative_int("num_tokens", num_tokens),
-                    validate.positive_int("block_size", block_size))
-
-
-def check_invariants(cache: PagedKVCache) -> None:
-    """Raise AssertionError unless the allocator's counts agree with the block tables.
-
-    Every block's reference count equals the number of tables holding it (a prefix cache holds
-    no references), a block is free exactly when its count is 0, no table
-    holds a block twice, and each table has exactly ⌈num_tokens / block_size⌉ blocks.
-    """
-    alloc = cache.allocator
-    holders = [0] * alloc.num_blocks
-    for seq, table in cache._tables.items():
-        assert len(set(table)) == len(table), f"sequence {seq!r} holds a block twice: {table}"
-        assert len(table) == ceil_div(cache._lengths[seq], alloc.block_size), \
-            f"sequence {seq!r}: {len(table)} blocks for {cache._lengths[seq]} tokens"
-        for b in table:
-            holders[b] += 1
-    free = set(alloc.free_blocks())
-    for b in range(alloc.num_blocks):
-        assert alloc._ref[b] >= 0, f"block {b} has negative ref count {alloc._ref[b]}"
-        assert alloc._ref[b] == holders[b], f"block {b}: ref count {alloc._ref[b]} but {holders[b]} holders"
-        assert (b in free) == (alloc._ref[b] == 0), f"block {b}: free-list membership disagrees with ref count"

@@ -29,7 +29,7 @@ Public API (stable):
     Prefix sharing inside one request (the lesson's exercise 2): the logits of several completions
     of one prompt, by prefilling the prompt once and forking its paged cache per completion
     (copy-on-write), or by re-encoding prompt + completion each time. Same logits, less work.
-``agent_workload(...)`` and ``replay(requests, num_blocks, block_size)``
+``replay(requests, num_blocks, block_size)`` (and ``agent_workload``, from `workload`)
     A simulated agent workload (shared system prompt and tool schema, multi-turn chats) and its
     replay through an allocator with a prefix cache: hit rate and prefill tokens saved.
 """
@@ -44,7 +44,8 @@ import numpy as np
 
 from . import validate
 from .arith import ceil_div
-from .paged import BlockAllocator, PagedKVCache
+from .blocks import BlockAllocator, BlockManager
+from .workload import agent_workload  # noqa: F401 (re-exported: chapter 5 imports it from here)
 
 ROOT_HASH = 0  # the "parent" of the first block
 
@@ -73,7 +74,7 @@ class PrefixCache:
 
     def __init__(self, allocator: BlockAllocator):
         if not isinstance(allocator, BlockAllocator):
-            raise TypeError(f"allocator must be a paged.BlockAllocator, got {type(allocator).__name__}")
+            raise TypeError(f"allocator must be a blocks.BlockAllocator, got {type(allocator).__name__}")
         if allocator.hook is not None:
             raise ValueError("this allocator already has a prefix cache")
         self.allocator = allocator
@@ -161,7 +162,7 @@ def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[in
     """
     import torch
 
-    from .paged import BatchCacheView
+    from .paged import BatchCacheView, PagedKVCache
 
     prompt, completions = _check_scoring(model, prompt, completions, batch)
     block_size = validate.positive_int("block_size", block_size)
@@ -242,36 +243,6 @@ class ReplayStats:
         return 1 - self.prefill_tokens / self.prompt_tokens
 
 
-def agent_workload(
-    n_conversations: int = 20,
-    turns: int = 4,
-    system_tokens: int = 600,
-    tools_tokens: int = 900,
-    user_tokens: tuple[int, int] = (20, 120),
-    reply_tokens: tuple[int, int] = (30, 200),
-    vocab: int = 50_000,
-    seed: int = 0,
-) -> list[tuple[list[int], list[int]]]:
-    """Return requests (prompt tokens, reply tokens) in arrival order.
-
-    Every conversation starts with the same system prompt and tool schema; turn k's prompt is
-    the whole conversation so far (previous prompts and replies) plus a new user message. The
-    replies are random tokens fixed in advance (a stand-in for what the model would generate);
-    what matters for caching is that they become part of the next turn's prompt. Conversations interleave (round-robin by turn).
-    """
-    rng = np.random.default_rng(seed)
-    shared = rng.integers(0, vocab, system_tokens + tools_tokens).tolist()
-    history = [list(shared) for _ in range(n_conversations)]
-    requests = []
-    for _ in range(turns):
-        for c in range(n_conversations):
-            history[c] += rng.integers(0, vocab, rng.integers(*user_tokens)).tolist()
-            reply = rng.integers(0, vocab, rng.integers(*reply_tokens)).tolist()
-            requests.append((list(history[c]), reply))
-            history[c] += reply
-    return requests
-
-
 def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True) -> ReplayStats:
     """Run `requests` one at a time through a paged cache with (or without) prefix caching.
 
@@ -281,14 +252,14 @@ def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True
     reused and computed prompt tokens are exact.
     """
     allocator = BlockAllocator(num_blocks, block_size)
-    cache = PagedKVCache(allocator, n_layers=1, n_kv_heads=1, head_dim=1)
+    cache = BlockManager(allocator)
     prefix = PrefixCache(allocator) if caching else None
     hit = prompt_total = 0
     for i, (prompt, reply) in enumerate(requests):
         blocks = prefix.match(prompt) if prefix else []
         cache.add_sequence(i, blocks)
         reused = len(blocks) * block_size
-        cache.append_slots(i, len(prompt) - reused + len(reply))
+        cache.reserve(i, len(prompt) - reused + len(reply))
         if prefix:  # the reply's KV is cached too: the next turn's prompt starts with it
             prefix.insert(list(prompt) + list(reply), cache.block_table(i))
         cache.free_sequence(i)

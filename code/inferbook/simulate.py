@@ -1,10 +1,11 @@
-"""Serving at scale on a simulated clock: the engine's own scheduler, a step-cost model, capacity.
+"""Serving at scale on a simulated clock: the engine's own loop and scheduler, a step-cost model, capacity.
 
-The engine of chapter 6 (`inferbook.engine`) decides every step which sequences run and how many
-tokens each computes (`engine.Scheduler`), then runs the model (`engine.forward_batch`). Here the
-*same* `Scheduler` makes the same decisions (token budget, chunked prefill, prefix-cache hits,
-preemption, `max_num_seqs`) on a KV-block pool that only keeps the books, and the forward pass is
-replaced by a cost model that says how long the step would take:
+The engine of chapter 6 (`inferbook.engine`) runs `steploop.run`: every step the scheduler
+(`steploop.Scheduler`) decides which sequences run and how many tokens each computes, then a step
+executor runs them. Here the *same* loop and scheduler make the same decisions (token budget,
+chunked prefill, prefix-cache hits, preemption, `max_num_seqs`) on block books without tensors
+(`blocks.BlockManager`), and the executor (`CostExecutor`) charges a cost model's time instead of
+running a model:
 
     step_time = overhead + seq_overhead · n_seqs + max(compute, memory) + comm
 
@@ -22,29 +23,41 @@ replaced by a cost model that says how long the step would take:
 * overhead: a fixed cost per step (launches, scheduling, sampling) and per sequence.
 
 Every efficiency factor is a named field of `Efficiency`; none is hidden. On the CPU the
-constants are fitted to the engine's measured steps (`fit_cpu`); for GPUs they are fitted on
-two published runs and checked on others (tests/bench/bench_simulate.py, chapter 9).
+constants are fitted to the engine's measured steps (`fit_cpu`). For GPUs they are fitted on
+published runs and checked on held-out ones (tests/bench/bench_simulate.py writes
+outputs/benchmarks/simulate_published.json); **`FITTED`** holds that fit and its measured error,
+and every applied path uses it by default: `Deployment`, `CostModel.for_gpu(eff=None)`,
+`decide_capacity`. No applied path runs on unfitted defaults.
+
+For other modules (the recommender's throughput estimate):
+
+    decode_step_time(spec, gpu, tp, batch, context) -> seconds of one decode step
+    decode_tokens_per_s(spec, gpu, tp, batch, context) -> output tokens per second of a replica
+
+both with the fitted efficiencies (keyword `eff=` overrides them; `kv_dtype=`, `weight_dtype=`).
+torch-free: importing this module loads no torch.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections import deque
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
-from . import roofline, sizing
-from .arith import ceil_div
+from . import roofline, sizing, validate
+from .blocks import BlockAllocator, BlockManager
 from .decision import Decision
-from .engine import EngineResult, Request, Scheduler, Sequence, StepRecord, engine_result
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
 from .metrics import SLO, RequestMetrics, p90
 from .metrics import goodput_fraction as _goodput_fraction
 from .models import ModelSpec
-from .paged import BlockAllocator, PagedKVCache
 from .prefix_cache import PrefixCache
+from .steploop import EngineResult, Request, Scheduler, Sequence, run
+from .workload import fixed_workload, poisson_arrivals  # noqa: F401 (re-exported for chapter 9)
 
 # ---------------------------------------------------------------------------------------------
 # the step-cost model
@@ -70,12 +83,11 @@ class Efficiency:
 
     def __post_init__(self) -> None:
         for name in ("flops_efficiency", "bandwidth_efficiency", "link_efficiency"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
+            value = validate.finite_float(f"Efficiency.{name}", getattr(self, name), maximum=1.0)
+            if value <= 0:
                 raise ValueError(f"Efficiency.{name} must be in (0, 1], got {value!r}")
         for name in ("step_overhead_s", "seq_overhead_s", "allreduce_latency_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"Efficiency.{name} must be ≥ 0, got {getattr(self, name)!r}")
+            validate.finite_float(f"Efficiency.{name}", getattr(self, name), minimum=0.0)
 
 
 @dataclass(frozen=True)
@@ -123,15 +135,35 @@ class CostModel:
     link_bytes_per_s: float | None = None
     achieved_flops: float | None = None   # used when peak_flops is None (fitted on a CPU)
 
+    def __post_init__(self) -> None:
+        for name in ("n_params", "weight_bytes", "kv_bytes_per_token"):
+            validate.finite_float(name, getattr(self, name), minimum=0.0)
+        for name in ("n_layer", "d_attn", "kv_dim", "hidden", "tp"):
+            validate.positive_int(name, getattr(self, name))
+        for name in ("peak_flops", "hbm_bytes_per_s", "link_bytes_per_s", "achieved_flops"):
+            value = getattr(self, name)
+            if value is not None and validate.finite_float(name, value) <= 0:
+                raise ValueError(f"{name} must be > 0 (or None), got {value}")
+        if not isinstance(self.eff, Efficiency):
+            raise TypeError(f"eff must be an Efficiency, got {type(self.eff).__name__}")
+        if self.peak_flops is None and self.achieved_flops is None:
+            raise ValueError("give peak_flops (a GPU) or achieved_flops (a fitted CPU)")
+        if self.tp > 1 and self.link_bytes_per_s is None:
+            raise ValueError(f"tp={self.tp} needs link_bytes_per_s for the all-reduce")
+
     @classmethod
     def for_gpu(cls, spec: ModelSpec, gpu: GPU | str, tp: int = 1, eff: Efficiency | None = None,
                 kv_dtype: str = "fp16", weight_dtype: str = "fp16") -> "CostModel":
-        """Return the cost model of `spec` on `tp` GPUs of type `gpu` (weights sharded by TP).
+        """Return the cost model of `spec` on `tp` GPUs of type `gpu` (weights sharded by TP);
+        `eff` None: the efficiencies fitted on published runs (`FITTED`).
 
         FP8 weights on a GPU with FP8 tensor cores (compute capability ≥ 8.9) run at twice the
         FP16 peak, as NVIDIA's datasheets state for Ada and Hopper.
         """
-        g = gpu_preset(gpu) if isinstance(gpu, str) else gpu
+        g = _gpu(gpu)
+        tp = validate.positive_int("tp", tp)
+        if eff is not None and not isinstance(eff, Efficiency):
+            raise TypeError(f"eff must be an Efficiency (or None: FITTED's), got {type(eff).__name__}")
         problem = sizing.tp_problem(spec, tp)
         if problem:
             raise ValueError(problem)
@@ -149,7 +181,7 @@ class CostModel:
             weight_bytes=sizing.weight_bytes_per_gpu(spec, n_gpus=tp, weight_dtype=weight_dtype),
             kv_bytes_per_token=sizing.kv_bytes_per_gpu(spec, n_gpus=tp, ctx_tokens=1, batch=1,
                                                        kv_dtype=kv_dtype),
-            peak_flops=peak, hbm_bytes_per_s=g.hbm_bytes_per_s, eff=eff or Efficiency(), tp=tp,
+            peak_flops=peak, hbm_bytes_per_s=g.hbm_bytes_per_s, eff=eff or FITTED.efficiency(), tp=tp,
             link_bytes_per_s=None if link is None else link / 2)
 
     @classmethod
@@ -169,6 +201,9 @@ class CostModel:
     # -- the terms ------------------------------------------------------------------------------
     def flops(self, shapes: list[tuple[int, int]]) -> float:
         """Return the FLOPs of a step (all GPUs together). shapes: (new_tokens, past_tokens) per sequence."""
+        return self._flops(_shapes(shapes))
+
+    def _flops(self, shapes: list[tuple[int, int]]) -> float:
         decodes = [p for n, p in shapes if n == 1]
         total = 0.0
         if decodes:  # attention FLOPs are linear in the context: one call at the mean context
@@ -182,10 +217,11 @@ class CostModel:
 
     def cost(self, shapes: list[tuple[int, int]]) -> StepCost:
         """Return the step's terms for sequences computing (new_tokens, past_tokens) each."""
+        shapes = _shapes(shapes)
         if not shapes:
             return StepCost(0.0, 0.0, 0.0, 0.0)
         e = self.eff
-        flops_per_gpu = self.flops(shapes) / self.tp
+        flops_per_gpu = self._flops(shapes) / self.tp
         rate = (self.peak_flops * e.flops_efficiency if self.peak_flops is not None
                 else self.achieved_flops)
         compute = flops_per_gpu / rate
@@ -208,6 +244,27 @@ class CostModel:
         return self.cost(shapes).total_s
 
 
+def _gpu(gpu) -> GPU:
+    if isinstance(gpu, GPU):
+        return gpu
+    if not isinstance(gpu, str):
+        raise TypeError(f"gpu must be a GPU preset name or a hardware.GPU, got {type(gpu).__name__}")
+    return gpu_preset(gpu)
+
+
+def _shapes(shapes) -> list[tuple[int, int]]:
+    """Return `shapes` as a list of (new_tokens ≥ 1, past_tokens ≥ 0) pairs; raise otherwise."""
+    if isinstance(shapes, (str, bytes)):
+        raise TypeError("shapes must be a list of (new_tokens, past_tokens) pairs, got a string")
+    out = []
+    for i, pair in enumerate(shapes):
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ValueError(f"shapes[{i}] must be a (new_tokens, past_tokens) pair, got {pair!r}")
+        out.append((validate.positive_int(f"shapes[{i}] new_tokens", pair[0]),
+                    validate.non_negative_int(f"shapes[{i}] past_tokens", pair[1])))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the scheduler on a simulated clock
 
@@ -215,60 +272,65 @@ class CostModel:
 PLACEHOLDER_TOKEN = 10**9  # + request id: a generated token that matches no other request's
 
 
-def bookkeeping_cache(num_blocks: int, block_size: int = 16) -> PagedKVCache:
-    """Return a paged cache that only keeps the books (block tables, ref counts): 1 value per slot."""
-    return PagedKVCache(BlockAllocator(num_blocks, block_size), 1, 1, 1)
+def bookkeeping_cache(num_blocks: int, block_size: int = 16) -> BlockManager:
+    """Return block books for a scheduler that runs no model: a `blocks.BlockManager` (no tensors)."""
+    return BlockManager(BlockAllocator(num_blocks, block_size))
 
 
-def simulate(requests: list[Request], cost: CostModel, *, num_blocks: int, block_size: int = 16,
-             max_num_seqs: int = 16, max_num_batched_tokens: int = 512, policy: str = "continuous",
-             chunked_prefill: bool = False, prefix_caching: bool = False,
-             decode_only_cost: bool = False) -> EngineResult:
-    """Return what `engine.Engine.run(requests)` would return, timed by `cost` instead of a model.
+class CostExecutor:
+    """The step executor of `steploop.run` on a simulated clock: a step lasts `cost.step_time` of
+    its scheduled (new_tokens, past_tokens); idle time jumps to the next arrival (as the engine's
+    CPU clock does). Generated tokens are placeholders (`PLACEHOLDER_TOKEN` + request id, so they
+    never match another request's prefix). `decode_only_cost`: prompt tokens cost nothing (a
+    decode instance whose KV arrives from a prefill instance)."""
 
-    The decisions are `engine.Scheduler`'s, on a cache of `num_blocks` blocks; each step lasts
-    `cost.step_time` of the scheduled (new_tokens, past_tokens); idle time jumps to the next
-    arrival, as the engine's CPU clock does. Generated tokens are placeholders (`PLACEHOLDER_TOKEN`
-    + request id, so they never match another request's prefix). `decode_only_cost`: prompt tokens cost
-    nothing (a decode instance whose KV arrives from a prefill instance).
-    """
-    for r in requests:
-        if len(r.prompt) > max_num_batched_tokens and not chunked_prefill:
-            raise ValueError(f"request {r.request_id}: prompt of {len(r.prompt)} tokens exceeds "
-                             f"max_num_batched_tokens={max_num_batched_tokens}; enable chunked_prefill")
-        if ceil_div(len(r.prompt) + r.max_new_tokens - 1, block_size) > num_blocks:
-            raise ValueError(f"request {r.request_id} needs more than the pool's {num_blocks} blocks")
-    cache = bookkeeping_cache(num_blocks, block_size)
-    prefix = PrefixCache(cache.allocator) if prefix_caching else None
-    sched = Scheduler(cache, max_num_seqs, max_num_batched_tokens, policy, chunked_prefill, prefix)
-    pending = deque(sorted((Sequence.from_request(r) for r in requests),
-                           key=lambda s: s.request.arrival_time))
-    seqs, timeline, t = {}, [], 0.0
-    while pending or sched.waiting or sched.running:
-        while pending and pending[0].request.arrival_time <= t:
-            seq = pending.popleft()
-            seqs[seq.seq_id] = seq
-            sched.add(seq)
-        scheduled = sched.schedule(t)
-        if not scheduled:
-            if not pending:
-                raise RuntimeError("the scheduler admits nothing and no request is left to arrive")
-            t = pending[0].request.arrival_time
-            continue
+    def __init__(self, cost, decode_only_cost: bool = False):
+        if not callable(getattr(cost, "step_time", None)):
+            raise TypeError(f"cost must have a step_time(shapes) method (a CostModel), got "
+                            f"{type(cost).__name__}")
+        self.cost = cost
+        self.decode_only_cost = validate.one_of("decode_only_cost", decode_only_cost, (True, False))
+        self.t = 0.0
+
+    def check(self, request: Request) -> None:
+        """Every request the scheduler accepts can be simulated."""
+
+    def now(self) -> float:
+        return self.t
+
+    def wait(self, now: float, next_arrival: float) -> None:
+        self.t = next_arrival
+
+    def execute(self, scheduled: list[tuple[Sequence, int]]) -> list[int]:
         # A padding row (n = 0, static batching) costs one decode row, as in the engine.
         shapes = [(n, s.num_computed) if n else (1, s.num_computed - 1) for s, n in scheduled]
-        if decode_only_cost:
-            shapes = [(n, p) for (n, p), (s, _) in zip(shapes, scheduled)
-                      if n == 1 and len(s.output) > 0]
-        t += cost.step_time(shapes)
-        tokens = [PLACEHOLDER_TOKEN + seq.seq_id for seq, _ in scheduled]
-        prefill, padding = sched.complete(scheduled, tokens, t)
-        timeline.append(StepRecord(t, len(sched.running), len(sched.waiting) + len(pending), prefill,
-                                   sum(n for _, n in scheduled) - prefill,
-                                   cache.allocator.num_used_blocks, padding))
-        sched.end_static_batch(t)
-    return engine_result(seqs, requests, timeline, sched.num_preemptions,
-                         prefix.hit_rate if prefix else 0.0)
+        if self.decode_only_cost:
+            shapes = [(n, p) for (n, p), (s, _) in zip(shapes, scheduled) if n == 1 and len(s.output) > 0]
+        step = float(self.cost.step_time(shapes))
+        if not (math.isfinite(step) and step >= 0):
+            raise ValueError(f"cost.step_time returned {step!r}; a step time must be finite and ≥ 0")
+        self.t += step
+        return [PLACEHOLDER_TOKEN + s.seq_id for s, _ in scheduled]
+
+
+def serve_simulated(requests: list[Request], cost: CostModel, *, num_blocks: int, block_size: int = 16,
+                    max_num_seqs: int = 16, max_num_batched_tokens: int = 512,
+                    policy: str = "continuous", chunked_prefill: bool = False,
+                    prefix_caching: bool = False, decode_only_cost: bool = False) -> EngineResult:
+    """Return what `engine.Engine.run(requests)` would return, timed by `cost` instead of a model.
+
+    The loop (`steploop.run`) and the decisions (`steploop.Scheduler`) are the engine's, on the
+    block books of `num_blocks` blocks (`blocks.BlockManager`); the step executor is a
+    `CostExecutor`. All arguments are checked before anything runs.
+    """
+    validate.one_of("prefix_caching", prefix_caching, (True, False))
+    books = bookkeeping_cache(num_blocks, block_size)
+    prefix = PrefixCache(books.allocator) if prefix_caching else None
+    sched = Scheduler(books, max_num_seqs, max_num_batched_tokens, policy, chunked_prefill, prefix)
+    return run(sched, requests, CostExecutor(cost, decode_only_cost))
+
+
+simulate = serve_simulated  # the earlier name, kept while chapter 9 calls it (fragmentation has a `simulate` too)
 
 
 def step_shapes(requests: list[Request], *, num_blocks: int, block_size: int = 16, **sched_kwargs
@@ -284,42 +346,8 @@ def step_shapes(requests: list[Request], *, num_blocks: int, block_size: int = 1
             recorded.append(list(shapes))
             return 1.0
 
-    simulate(requests, Recorder(), num_blocks=num_blocks, block_size=block_size, **sched_kwargs)
+    serve_simulated(requests, Recorder(), num_blocks=num_blocks, block_size=block_size, **sched_kwargs)
     return recorded
-
-
-# ---------------------------------------------------------------------------------------------
-# workloads
-
-
-def fixed_workload(n_requests: int, prompt_tokens: int, output_tokens: int, rate: float | None = None,
-                   seed: int = 0, shared_prefix_tokens: int = 0) -> list[Request]:
-    """Return requests of fixed lengths with random token ids; Poisson arrivals at `rate` per second
-    (None: all at t = 0, an offline benchmark). The first `shared_prefix_tokens` of every prompt
-    are the same (a system prompt), the rest differ."""
-    if prompt_tokens < 1 or output_tokens < 1 or n_requests < 1:
-        raise ValueError(f"need n_requests, prompt_tokens, output_tokens ≥ 1, got "
-                         f"{n_requests}, {prompt_tokens}, {output_tokens}")
-    if not 0 <= shared_prefix_tokens <= prompt_tokens:
-        raise ValueError(f"shared_prefix_tokens must be in [0, {prompt_tokens}], got {shared_prefix_tokens}")
-    rng = np.random.default_rng(seed)
-    shared = tuple(rng.integers(0, 32000, shared_prefix_tokens).tolist())
-    t, out = 0.0, []
-    for i in range(n_requests):
-        if rate is not None:
-            t += float(rng.exponential(1.0 / rate))
-        # distinct first token after the shared part: no accidental prefix hits
-        rest = (100000 + i,) + tuple(rng.integers(0, 32000, prompt_tokens - shared_prefix_tokens - 1).tolist())
-        prompt = (shared + rest)[:prompt_tokens] if shared_prefix_tokens < prompt_tokens else shared
-        out.append(Request(i, prompt, output_tokens, t))
-    return out
-
-
-def poisson_arrivals(requests: list[Request], rate: float, seed: int = 0) -> list[Request]:
-    """Return the same requests with Poisson arrival times at `rate` per clock unit."""
-    rng = np.random.default_rng(seed)
-    times = np.cumsum(rng.exponential(1.0 / rate, len(requests)))
-    return [replace(r, arrival_time=float(t)) for r, t in zip(requests, times)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,6 +361,8 @@ def fit_cpu(shapes: list[list[tuple[int, int]]], seconds: list[float], config) -
     On the CPU the step is a sum, not a max: the tiny model's weights sit in cache, so the
     memory term is left out and time = overhead + seq_overhead · n_seqs + FLOPs / achieved.
     """
+    shapes = [_shapes(s) for s in shapes]
+    seconds = [validate.finite_float(f"seconds[{i}]", t, minimum=0.0) for i, t in enumerate(seconds)]
     if len(shapes) != len(seconds) or len(shapes) < 3:
         raise ValueError(f"need ≥ 3 steps and one time per step, got {len(shapes)} and {len(seconds)}")
     probe = CostModel.for_gpt(config, 1.0, Efficiency())
@@ -368,13 +398,96 @@ def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv
               weight_dtype: str = "fp16", reserve_fraction: float = sizing.DEFAULT_RESERVE_FRACTION) -> int:
     """Return the KV blocks of `block_size` tokens one replica holds: `sizing.max_batch` of
     one-block sequences (memory after the reserve and the weights, per GPU)."""
+    block_size = validate.positive_int("block_size", block_size)
+    tp = validate.positive_int("tp", tp)
     return sizing.max_batch(spec, gpu, n_gpus=tp, ctx_tokens=block_size, kv_dtype=kv_dtype,
                             weight_dtype=weight_dtype, reserve_fraction=reserve_fraction)
 
 
+# ---------------------------------------------------------------------------------------------
+# the fitted GPU model: one object every applied caller uses
+
+_PUBLISHED_JSON = Path(__file__).resolve().parents[2] / "outputs" / "benchmarks" / "simulate_published.json"
+
+
+@dataclass(frozen=True)
+class FittedGPUModel:
+    """The GPU cost model with its efficiencies fitted on published runs, and its measured error.
+
+    Written by tests/bench/bench_simulate.py into outputs/benchmarks/simulate_published.json:
+    `eff` (None when this checkout has no such file), the runs it was fitted on (`n_fit`) and
+    its relative throughput errors on held-out published runs. `Deployment`, `decide_capacity`,
+    `CostModel.for_gpu` and `decode_step_time` use it when no `Efficiency` is given.
+    """
+
+    eff: Efficiency | None
+    n_fit: int = 0
+    held_out_errors: tuple[float, ...] = ()
+    source: str = ""
+
+    def efficiency(self) -> Efficiency:
+        """Return the fitted efficiencies; raise when they were not measured in this checkout."""
+        if self.eff is None:
+            raise RuntimeError(f"the fitted GPU efficiencies are missing ({self.source} not found); "
+                               "run tests/bench/bench_simulate.py, or pass an Efficiency explicitly")
+        return self.eff
+
+    @property
+    def error_sentence(self) -> str:
+        """One sentence on the model's measured error, for a decision's reasons."""
+        if not self.held_out_errors:
+            return "the GPU cost model's error is not measured in this checkout"
+        errs = [abs(e) for e in self.held_out_errors]
+        return (f"fitted on {self.n_fit} published runs, the model's throughput error on "
+                f"{len(errs)} held-out published runs is {np.median(errs):.0%} median, "
+                f"{max(errs):.0%} worst")
+
+    def cost_model(self, spec: ModelSpec, gpu: GPU | str, tp: int = 1, kv_dtype: str = "fp16",
+                   weight_dtype: str = "fp16") -> CostModel:
+        """Return `CostModel.for_gpu` with the fitted efficiencies."""
+        return CostModel.for_gpu(spec, gpu, tp, self.efficiency(), kv_dtype, weight_dtype)
+
+
+def _load_fitted(path: Path = _PUBLISHED_JSON) -> FittedGPUModel:
+    try:
+        data = json.loads(path.read_text())
+        eff = Efficiency(**data["fitted_efficiency"])
+        points = data["points"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return FittedGPUModel(None, source=str(path))
+    return FittedGPUModel(eff, sum(p["role"] == "fit" for p in points),
+                          tuple(p["relative_error"] for p in points if p["role"] == "held-out"),
+                          str(path))
+
+
+FITTED = _load_fitted()
+GPU_EFFICIENCY = FITTED.eff  # the fitted efficiencies (chapter 9's name for them)
+
+
+def decode_step_time(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, context: int, *,
+                     kv_dtype: str = "fp16", weight_dtype: str = "fp16",
+                     eff: Efficiency | None = None) -> float:
+    """Return the seconds of one decode step of `batch` sequences, each `context` tokens long
+    (one new token after `context` − 1 cached ones), on `tp` GPUs: the fitted cost model."""
+    batch = validate.positive_int("batch", batch)
+    context = validate.positive_int("context", context)
+    cm = CostModel.for_gpu(spec, gpu, tp, eff or FITTED.efficiency(), kv_dtype, weight_dtype)
+    return cm.step_time([(1, context - 1)] * batch)
+
+
+def decode_tokens_per_s(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, context: int, *,
+                        kv_dtype: str = "fp16", weight_dtype: str = "fp16",
+                        eff: Efficiency | None = None) -> float:
+    """Return the output tokens per second of one replica decoding `batch` sequences at
+    `context` tokens: batch / `decode_step_time` (the fitted model)."""
+    return batch / decode_step_time(spec, gpu, tp, batch, context, kv_dtype=kv_dtype,
+                                    weight_dtype=weight_dtype, eff=eff)
+
+
 @dataclass(frozen=True)
 class Deployment:
-    """One replica's configuration: the model on `tp` GPUs, the scheduler's limits."""
+    """One replica's configuration: the model on `tp` GPUs, the scheduler's limits, the
+    efficiencies (default: `FITTED`'s, fitted on published runs)."""
 
     spec: ModelSpec
     gpu: str
@@ -385,7 +498,21 @@ class Deployment:
     kv_dtype: str = "fp16"
     weight_dtype: str = "fp16"
     block_size: int = 16
-    eff: Efficiency = field(default_factory=Efficiency)
+    eff: Efficiency = field(default_factory=lambda: FITTED.efficiency())
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, ModelSpec):
+            raise TypeError(f"spec must be a models.ModelSpec, got {type(self.spec).__name__}")
+        _gpu(self.gpu)
+        for name in ("tp", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+            validate.positive_int(name, getattr(self, name))
+        validate.one_of("chunked_prefill", self.chunked_prefill, (True, False))
+        sizing.get_dtype(self.kv_dtype), sizing.get_dtype(self.weight_dtype)
+        if not isinstance(self.eff, Efficiency):
+            raise TypeError(f"eff must be an Efficiency, got {type(self.eff).__name__}")
+        problem = sizing.tp_problem(self.spec, self.tp)
+        if problem:
+            raise ValueError(problem)
 
     def cost_model(self) -> CostModel:
         return CostModel.for_gpu(self.spec, self.gpu, self.tp, self.eff, self.kv_dtype, self.weight_dtype)
@@ -399,16 +526,36 @@ class Deployment:
                       max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                       chunked_prefill=self.chunked_prefill)
         kwargs.update(overrides)
-        return simulate(requests, self.cost_model(), **kwargs)
+        return serve_simulated(requests, self.cost_model(), **kwargs)
+
+
+def _requests(requests) -> list[Request]:
+    if isinstance(requests, Request) or isinstance(requests, (str, bytes)):
+        raise TypeError("requests must be a list of Request objects")
+    requests = list(requests)
+    if not requests:
+        raise ValueError("requests must hold at least one Request")
+    for i, r in enumerate(requests):
+        if not isinstance(r, Request):
+            raise TypeError(f"requests[{i}] must be a Request, got {type(r).__name__}")
+    return requests
+
+
+def _deployment(name: str, dep) -> Deployment:
+    if not isinstance(dep, Deployment):
+        raise TypeError(f"{name} must be a simulate.Deployment, got {type(dep).__name__}")
+    return dep
 
 
 def split_round_robin(requests: list[Request], replicas: int) -> list[list[Request]]:
     """Return the requests each of `replicas` receives from a round-robin router."""
+    requests, replicas = _requests(requests), validate.positive_int("replicas", replicas)
     return [requests[i::replicas] for i in range(replicas)]
 
 
 def run_replicas(dep: Deployment, requests: list[Request], replicas: int) -> list[RequestMetrics]:
     """Return every request's metrics when `replicas` copies of `dep` share the traffic."""
+    dep = _deployment("dep", dep)
     metrics = []
     for part in split_round_robin(requests, replicas):
         if part:
@@ -426,13 +573,21 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
     prefill GPU's one-direction NVLink or PCIe bandwidth), which generates the other tokens with
     its prompt already cached (prompt tokens cost nothing there but hold KV blocks).
     """
+    dep_prefill, dep_decode = _deployment("dep_prefill", dep_prefill), _deployment("dep_decode", dep_decode)
+    requests = _requests(requests)
+    validate.positive_int("n_prefill", n_prefill)
+    validate.positive_int("n_decode", n_decode)
+    if link_bytes_per_s is not None and validate.finite_float("link_bytes_per_s", link_bytes_per_s) <= 0:
+        raise ValueError(f"link_bytes_per_s must be > 0 (or None: the GPU's link), got {link_bytes_per_s}")
+    if len({r.request_id for r in requests}) != len(requests):
+        raise ValueError("request_ids must be unique")
     prefill_reqs = [replace(r, max_new_tokens=1) for r in requests]
     first: dict[int, RequestMetrics] = {}
     for part in split_round_robin(prefill_reqs, n_prefill):
         if part:
             for m in dep_prefill.run(part).metrics:
                 first[m.request_id] = m
-    g = gpu_preset(dep_prefill.gpu)
+    g = _gpu(dep_prefill.gpu)
     link = link_bytes_per_s or (g.nvlink_bytes_per_s or g.pcie_bytes_per_s) / 2
     kv_per_token = sizing.kv_bytes_per_token(dep_prefill.spec, kv_dtype=dep_prefill.kv_dtype)
     handoff = []
@@ -474,30 +629,6 @@ def goodput_fraction(metrics: list[RequestMetrics], ttft_s: float, tpot_s: float
 # ---------------------------------------------------------------------------------------------
 # capacity: how many GPUs for this traffic
 
-# Measured error of the GPU model on held-out published runs, written by
-# tests/bench/bench_simulate.py into outputs/benchmarks/simulate_published.json; `decide_capacity`
-# quotes it. GPU efficiency factors fitted there (see `GPU_EFFICIENCY`).
-GPU_EFFICIENCY = Efficiency()
-
-
-def _published_summary() -> tuple[Efficiency, str]:
-    """Return the fitted GPU efficiency and a sentence on the model's error, from the benchmark JSON."""
-    import json
-
-    from .notebook import repo_root
-
-    try:
-        path = repo_root() / "outputs" / "benchmarks" / "simulate_published.json"
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return GPU_EFFICIENCY, "the GPU cost model's error is not measured in this checkout"
-    eff = Efficiency(**data["fitted_efficiency"])
-    errs = [abs(p["relative_error"]) for p in data["points"] if p["role"] == "held-out"]
-    return eff, (f"fitted on {sum(p['role'] == 'fit' for p in data['points'])} published runs, the "
-                 f"model's throughput error on {len(errs)} held-out published runs is "
-                 f"{np.median(errs):.0%} median, {max(errs):.0%} worst")
-
-
 def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prompt_tokens: int,
                     output_tokens: int, ttft_p90_s: float, tpot_p90_s: float, kv_dtype: str = "fp16",
                     weight_dtype: str = "fp16", max_gpus: int = 8, n_requests: int = 400,
@@ -512,12 +643,19 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     `value`: dict(tensor_parallel_size, replicas, max_num_seqs, p90_ttft_s, p90_tpot_s); None
     when nothing up to 64 replicas meets the targets.
     """
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"spec must be a models.ModelSpec, got {type(spec).__name__}")
+    gpu_name = _gpu(gpu_name).name
     for name, v in (("request_rate", request_rate), ("ttft_p90_s", ttft_p90_s), ("tpot_p90_s", tpot_p90_s)):
-        if not v > 0:
-            raise ValueError(f"{name} must be positive, got {v!r}")
-    if prompt_tokens < 1 or output_tokens < 1:
-        raise ValueError(f"prompt_tokens and output_tokens must be ≥ 1, got {prompt_tokens}, {output_tokens}")
-    eff, error_sentence = _published_summary()
+        if validate.finite_float(name, v) <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    prompt_tokens = validate.positive_int("prompt_tokens", prompt_tokens)
+    output_tokens = validate.positive_int("output_tokens", output_tokens)
+    max_gpus = validate.positive_int("max_gpus", max_gpus)
+    n_requests = validate.positive_int("n_requests", n_requests)
+    seed = validate.non_negative_int("seed", seed)
+    sizing.get_dtype(kv_dtype), sizing.get_dtype(weight_dtype)
+    eff, error_sentence = FITTED.efficiency(), FITTED.error_sentence
     ctx = prompt_tokens + output_tokens
     best, tried = None, []
     for tp in sizing.valid_tp_degrees(spec, max_gpus):
