@@ -1,7 +1,13 @@
 """Generate the exercise notebooks from the solutions: same cells, answers blanked, no outputs.
 
-    python tools/make_exercises.py            # rewrite notebooks/exercises/*.ipynb
-    python tools/make_exercises.py --check    # exit 1 if a committed exercise differs
+    python tools/make_exercises.py                  # rewrite every exercise (and its book copy)
+    python tools/make_exercises.py ex04_triton_kernel   # only the exercises named
+    python tools/make_exercises.py --check          # exit 1 if a committed exercise differs
+
+Each exercise also gets the book's copy of its cells, `code/inferbook/data/exercise_<name>.json`
+(shipped with the package): the grader runs the set-up and check cells from that copy, never from
+the notebook a learner submits. Its `timeout` (seconds per cell) is the solution notebook's
+metadata `grading.timeout` (default 120).
 
 An answer cell is a code cell with the tag `answer`; its cell id names it (e.g. `counts`). In an
 answer cell every function keeps its decorators, signature and docstring and gets the body
@@ -23,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 EXERCISES = ROOT / "notebooks" / "exercises"
+DATA = ROOT / "code" / "inferbook" / "data"
 STUB = 'raise NotImplementedError("your answer here")'
 SOLUTION_TITLE = "# Solution to Exercise "
 
@@ -138,17 +145,39 @@ def dumps(nb: dict) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def expected_exercises() -> dict[Path, str]:
-    return {EXERCISES / p.name: dumps(make_exercise(json.loads(p.read_text(encoding="utf-8"))))
-            for p in sorted(SOLUTIONS.glob("*.ipynb"))}
+def book_copy(name: str, exercise: dict) -> dict:
+    """The book's copy of exercise `name`: what the grader runs instead of a learner's checks."""
+    title = next((_source(c).splitlines()[0].lstrip("# ").strip() for c in exercise["cells"]
+                  if c["cell_type"] == "markdown"), name)
+    timeout = exercise.get("metadata", {}).get("grading", {}).get("timeout", 120)
+    cells = [{"id": c["id"], "cell_type": c["cell_type"], "source": _source(c),
+              "tags": list(c.get("metadata", {}).get("tags", []))} for c in exercise["cells"]]
+    return {"name": name, "title": title, "timeout": timeout, "cells": cells}
+
+
+def expected_exercises(names: list[str] | None = None) -> dict[Path, str]:
+    """{path: text} for every generated file: the exercise notebooks and their book copies."""
+    out = {}
+    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+        if names and p.stem not in names:
+            continue
+        exercise = make_exercise(json.loads(p.read_text(encoding="utf-8")))
+        out[EXERCISES / p.name] = dumps(exercise)
+        out[DATA / f"exercise_{p.stem}.json"] = json.dumps(book_copy(p.stem, exercise), indent=1,
+                                                           ensure_ascii=False) + "\n"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="exercises to generate (default: all), e.g. ex01_naive_vs_cached")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
     args = parser.parse_args(argv)
+    expected = expected_exercises(args.names or None)
+    if args.names and not expected:
+        parser.error(f"no solution notebook named {args.names}")
     stale = []
-    for path, text in expected_exercises().items():
+    for path, text in expected.items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(path)
             if not args.check:
@@ -156,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check and stale:
         print("out of date (run tools/make_exercises.py):", *[str(p.relative_to(ROOT)) for p in stale])
         return 1
-    print(("checked " if args.check else "wrote ") + f"{len(expected_exercises())} exercises")
+    print(("checked " if args.check else "wrote ") + f"{len(expected) // 2} exercises")
     return 0
 
 
