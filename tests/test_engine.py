@@ -144,3 +144,29 @@ def test_invalid_configuration_and_requests_raise(model):
         serve(model, [Request(0, (1,), 2), Request(0, (2,), 2)], num_blocks=8)
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         serve(model, [Request(0, (1,) * 40, 2)], num_blocks=8, max_num_batched_tokens=16)
+
+
+def test_metrics_carry_itl_and_a_summary(model):
+    reqs = [Request(i, (1, 2, 3), 4, arrival_time=float(i)) for i in range(3)]
+    result = serve(model, reqs, num_blocks=16, clock="steps")
+    for m in result.metrics:
+        assert len(m.itl) == m.output_tokens - 1 and all(g >= 1 for g in m.itl)
+        assert m.tpot == pytest.approx(sum(m.itl) / len(m.itl))
+    s = result.summary()
+    assert s["completed"] == 3 and s["total_output_tokens"] == 12
+    assert s["output_throughput"] == pytest.approx(result.throughput)
+    assert s["p90_ttft"] == result.percentile("ttft", 90)
+
+
+def test_bad_requests_and_cache_are_refused(model):
+    with pytest.raises(TypeError, match="Request"):
+        serve(model, [(0, (1,), 2)], num_blocks=8)
+    with pytest.raises(TypeError, match="single Request"):
+        serve(model, Request(0, (1,), 2), num_blocks=8)
+    with pytest.raises(ValueError, match="vocabulary"):
+        serve(model, [Request(0, (VOCAB,), 2)], num_blocks=8)
+    with pytest.raises(TypeError, match="cache"):
+        from inferbook.engine import Scheduler
+        Scheduler("cache")
+    with pytest.raises(TypeError, match="model"):
+        Engine("gpt2", num_blocks=8)

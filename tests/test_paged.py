@@ -378,3 +378,32 @@ def test_batch_view_runs_forks_together_like_one_at_a_time(model):
     cache.append_slots(0, 1)
     with pytest.raises(ValueError, match="equal length"):
         BatchCacheView(cache, [0, 1])
+
+
+def test_write_accepts_the_empty_slots_of_append_slots_zero():
+    c = small_cache()
+    c.add_sequence("s")
+    slots = c.append_slots("s", 0)
+    assert slots.numel() == 0
+    before = [p.clone() for p in c.k_pool]
+    c.write(0, slots, torch.zeros(0, 2, 3), torch.zeros(0, 2, 3))
+    assert all(torch.equal(a, b) for a, b in zip(before, c.k_pool))
+    with pytest.raises(ValueError, match="k and v"):
+        c.write(0, slots, torch.zeros(1, 2, 3), torch.zeros(1, 2, 3))
+    with pytest.raises(TypeError, match="slots"):
+        c.write(0, torch.zeros(0), torch.zeros(0, 2, 3), torch.zeros(0, 2, 3))
+
+
+def test_the_cache_keeps_its_books_in_a_block_manager():
+    from inferbook.blocks import BlockManager
+    c = small_cache(block_size=4)
+    assert isinstance(c.blocks, BlockManager) and c.blocks.allocator is c.allocator
+    c.add_sequence("p")
+    c.append_slots("p", 6)
+    c.fork("p", "c")
+    assert c.admission_cost(9) == 3 and c.can_admit(9)
+    c.write(0, c.slots("p"), torch.ones(6, 2, 3), torch.ones(6, 2, 3))
+    c.append_slots("c", 1)  # copy-on-write of the half-full shared block: tensors copied too
+    k_c, _ = c.gather(0, "c")
+    assert torch.equal(k_c[:6], torch.ones(6, 2, 3)) and c.copies == 1
+    check_invariants(c)

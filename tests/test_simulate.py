@@ -195,3 +195,99 @@ def test_one_kth_of_an_offline_run_takes_the_whole_runs_steps():
     part = dict(num_blocks=100, max_num_seqs=8, max_num_batched_tokens=128, chunked_prefill=True)
     scaled = sum(cm.step_time(s * k) for s in sim.step_shapes(reqs[: 64 // k], **part))
     assert scaled == pytest.approx(whole, rel=0.02)
+
+
+# --- one loop, one fitted model, hardened entry points -------------------------------------------
+
+def test_engine_and_simulator_share_one_loop_and_scheduler():
+    """The identical steps above follow from the design: both run steploop.run with a steploop
+    Scheduler; only the step executor differs."""
+    import inspect
+
+    from inferbook import engine, steploop
+    assert engine.Scheduler is steploop.Scheduler and sim.Scheduler is steploop.Scheduler
+    assert "run(self.scheduler" in inspect.getsource(engine.Engine.run)
+    assert "run(sched" in inspect.getsource(sim.serve_simulated)
+    assert "while pending" not in inspect.getsource(engine) + inspect.getsource(sim)
+
+
+def test_fitted_model_is_the_default_of_every_applied_path():
+    import json
+
+    from inferbook.notebook import repo_root
+    data = json.loads((repo_root() / "outputs/benchmarks/simulate_published.json").read_text())
+    assert sim.FITTED.eff == sim.Efficiency(**data["fitted_efficiency"])
+    assert sim.Deployment(LLAMA8, "H100 SXM").eff == sim.FITTED.eff
+    assert sim.CostModel.for_gpu(LLAMA8, "H100 SXM").eff == sim.FITTED.eff
+    assert sim.FITTED.eff != sim.Efficiency()  # the fit is not the unfitted defaults
+    assert "held-out" in sim.FITTED.error_sentence
+
+
+def test_decode_step_time_is_the_fitted_cost_models_decode_step():
+    t = sim.decode_step_time(LLAMA8, "H100 SXM", 1, 64, 1000)
+    assert t == sim.FITTED.cost_model(LLAMA8, "H100 SXM").step_time([(1, 999)] * 64)
+    assert sim.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 64, 1000) == pytest.approx(64 / t)
+    # more sequences per step: more tokens per second (memory-bound decode)
+    assert sim.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 128, 1000) > 64 / t
+
+
+def test_missing_fit_refuses_instead_of_using_defaults(tmp_path):
+    missing = sim._load_fitted(tmp_path / "none.json")
+    assert missing.eff is None and "not measured" in missing.error_sentence
+    with pytest.raises(RuntimeError, match="bench_simulate"):
+        missing.efficiency()
+
+
+DEP = None
+
+
+def _dep():
+    global DEP
+    DEP = DEP or sim.Deployment(LLAMA8, "H100 SXM", max_num_seqs=8)
+    return DEP
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=math.inf, prompt_tokens=8,
+                                 output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "request_rate"),
+    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
+                                 output_tokens=8, ttft_p90_s=math.nan, tpot_p90_s=1), "ttft_p90_s"),
+    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8.5,
+                                 output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "prompt_tokens"),
+    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
+                                 output_tokens=8, ttft_p90_s=1, tpot_p90_s=1, max_gpus=0), "max_gpus"),
+    (lambda: sim.decide_capacity("Llama", "H100 SXM", request_rate=1.0, prompt_tokens=8,
+                                 output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "spec"),
+    (lambda: sim.run_replicas(_dep(), sim.fixed_workload(4, 8, 2), 0), "replicas"),
+    (lambda: sim.run_replicas(_dep(), [], 1), "requests"),
+    (lambda: sim.run_replicas("dep", sim.fixed_workload(4, 8, 2), 1), "dep"),
+    (lambda: sim.split_round_robin(sim.fixed_workload(4, 8, 2), -1), "replicas"),
+    (lambda: sim.disaggregated(_dep(), _dep(), sim.fixed_workload(4, 8, 2), 0, 1), "n_prefill"),
+    (lambda: sim.disaggregated(_dep(), _dep(), sim.fixed_workload(4, 8, 2), 1, 1, 0.0), "link_bytes_per_s"),
+    (lambda: sim.Deployment(LLAMA8, "H100 SXM", tp=0), "tp"),
+    (lambda: sim.Deployment(LLAMA8, "no such GPU"), "GPU"),
+    (lambda: sim.Deployment(LLAMA8, "H100 SXM", eff=0.5), "eff"),
+    (lambda: sim.Deployment(LLAMA8, "H100 SXM", tp=3), "heads"),
+    (lambda: sim.Efficiency(flops_efficiency=math.nan), "flops_efficiency"),
+    (lambda: sim.Efficiency(bandwidth_efficiency="0.5"), "bandwidth_efficiency"),
+    (lambda: sim.Efficiency(step_overhead_s=math.inf), "step_overhead_s"),
+    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=0), "tp"),
+    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(0, 5)]), "new_tokens"),
+    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1, -5)]), "past_tokens"),
+    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1,)]), "pair"),
+    (lambda: sim.CostModel.for_gpt(GPTConfig(vocab_size=8, n_positions=8, n_embd=8, n_layer=1,
+                                             n_head=1), 0.0, sim.Efficiency()), "achieved_flops"),
+    (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], Unit(), num_blocks=0), "num_blocks"),
+    (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], Unit(), num_blocks=4, policy="x"), "policy"),
+    (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], object(), num_blocks=4), "step_time"),
+    (lambda: sim.serve_simulated([], Unit(), num_blocks=4), "at least one"),
+    (lambda: sim.serve_simulated([Request(0, (1, 2), 2)] * 2, Unit(), num_blocks=4), "unique"),
+    (lambda: sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=1), "could never"),
+    (lambda: sim.kv_blocks(LLAMA8, "H100 SXM", 1, block_size=0), "block_size"),
+    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], None), r"seconds\[1\]"),
+    (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 0, 10), "batch"),
+    (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 1, 0), "context"),
+])
+def test_bad_input_is_refused_with_the_argument_named(call, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()

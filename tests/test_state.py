@@ -17,11 +17,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferbook import simulate as sim
+from inferbook.blocks import BlockManager
 from inferbook.engine import Engine, Request, Scheduler, Sequence
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.kv_cache import KVCache
 from inferbook.paged import BlockAllocator, PagedKVCache, check_invariants
+from inferbook.metrics import SLO
+from inferbook.models import model as model_preset
 from inferbook.prefix_cache import PrefixCache
+from inferbook.workload import fixed_workload
+
+LLAMA8 = model_preset("Llama-3.1-8B")
+DEP = sim.Deployment(LLAMA8, "H100 SXM", max_num_seqs=8)
 
 CFG = GPTConfig(vocab_size=20, n_positions=32, n_embd=8, n_layer=2, n_head=2)
 BS = 4  # block size
@@ -47,6 +55,12 @@ class World:
                                max_num_batched_tokens=8)
         self.engine = Engine(model, num_blocks=6, block_size=BS, clock="steps")
         self.tokens: dict = {}  # seq_id -> its tokens (for the prefix cache)
+        # the torch-free side: block books, a scheduler on them, the simulator's inputs
+        self.books = BlockManager(BlockAllocator(10, BS))
+        self.sim_sched = Scheduler(BlockManager(BlockAllocator(6, BS)), max_num_seqs=3,
+                                   max_num_batched_tokens=8)
+        self.requests = fixed_workload(6, 8, 3, rate=2.0, seed=1)
+        self.dep = DEP
 
     def snapshot(self):
         c, a, p, s = self.cache, self.alloc, self.prefix, self.sched
@@ -62,6 +76,14 @@ class World:
             s.cache.allocator.free_blocks(), {k: list(v) for k, v in s.cache._tables.items()},
             self.engine.cache.allocator.free_blocks(), dict(self.engine.cache._lengths),
             self.model.counter.calls,
+            {k: list(v) for k, v in self.books._tables.items()}, dict(self.books._lengths),
+            set(self.books._finished), self.books.copies, list(self.books.allocator._ref),
+            self.books.allocator.free_blocks(),
+            [q.seq_id for q in self.sim_sched.waiting], [q.seq_id for q in self.sim_sched.running],
+            [(q.status, q.num_computed, list(q.tokens)) for q in (*self.sim_sched.waiting,
+                                                                 *self.sim_sched.running)],
+            self.sim_sched.cache.allocator.free_blocks(), tuple(self.requests), self.dep,
+            sim.FITTED,
         )
 
 
@@ -69,7 +91,8 @@ class World:
 def valid_history(world: World, data) -> None:
     w = world
     for i in range(data.draw(st.integers(1, 6), label="ops")):
-        op = data.draw(st.sampled_from(["add", "grow", "fork", "free", "index", "kv", "admit"]))
+        op = data.draw(st.sampled_from(["add", "grow", "fork", "free", "index", "kv", "admit",
+                                        "books", "sim admit"]))
         live = w.cache.sequences
         if op == "add":
             w.cache.add_sequence(f"s{i}")
@@ -98,6 +121,25 @@ def valid_history(world: World, data) -> None:
             n = data.draw(st.integers(1, 4))
             with torch.inference_mode():
                 w.model(torch.randint(0, CFG.vocab_size, (1, n)), cache=w.kv, pos=w.kv.length)
+        elif op == "books":
+            books, live_books = w.books, w.books.sequences
+            kind = data.draw(st.sampled_from(["add", "grow", "fork", "free"]))
+            if kind == "add" or not live_books:
+                books.add_sequence(f"b{i}")
+            else:
+                seq = data.draw(st.sampled_from(live_books))
+                n = data.draw(st.integers(0, 6))
+                if kind == "grow" and books.can_append(seq, n):
+                    books.reserve(seq, n)
+                elif kind == "fork" and books.allocator.num_free_blocks > 2:
+                    books.fork(seq, f"b{i}")
+                elif kind == "free":
+                    books.free_sequence(seq)
+        elif op == "sim admit":
+            seq = Sequence.from_request(Request(200 + i, tuple(range(1, data.draw(st.integers(2, 9)))), 3))
+            w.sim_sched.add(seq)
+            for s, n in w.sim_sched.schedule(0.0):
+                s.num_computed += n
         elif op == "admit":
             seq = Sequence.from_request(Request(100 + i, tuple(range(1, data.draw(st.integers(2, 9)))), 3))
             w.sched.add(seq)
@@ -144,6 +186,35 @@ def invalid_calls(w: World, data):
         ("engine more blocks than exist", lambda: w.engine.run([Request(1, (1,) * 20, 8)])),
         ("engine bad one among good", lambda: w.engine.run([Request(1, (1, 2), 2), Request(2, (-1,), 2)])),
     ]
+    books, reqs, dep = w.books, w.requests, w.dep
+    book_seq = books.sequences[0] if books.sequences else None
+    calls += [
+        ("books add duplicate blocks", lambda: books.add_sequence("new", [0, 0], num_tokens=2 * BS)),
+        ("books reserve unknown", lambda: books.reserve("nope", 1)),
+        ("books admission cost negative", lambda: books.admission_cost(-1)),
+        ("books admission cost too many hits", lambda: books.admission_cost(1, [0, 1])),
+        ("sim scheduler at NaN", lambda: w.sim_sched.schedule(NAN)),
+        ("sim inf rate", lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=INF,
+                                                     prompt_tokens=8, output_tokens=8,
+                                                     ttft_p90_s=1.0, tpot_p90_s=1.0)),
+        ("sim zero replicas", lambda: sim.run_replicas(dep, reqs, 0)),
+        ("sim zero decode replicas", lambda: sim.disaggregated(dep, dep, reqs, 1, 0)),
+        ("sim no blocks", lambda: sim.serve_simulated(reqs, dep.cost_model(), num_blocks=0)),
+        ("sim never-finishing request", lambda: sim.serve_simulated(
+            reqs + [Request(99, (1,) * 40, 4)], dep.cost_model(), num_blocks=2, block_size=BS)),
+        ("sim duplicate ids", lambda: sim.serve_simulated(reqs + reqs[:1], dep.cost_model(), num_blocks=50)),
+        ("sim bad shapes", lambda: dep.cost_model().cost([(0, 1)])),
+        ("sim bad efficiency", lambda: sim.Efficiency(flops_efficiency=NAN)),
+        ("sim bad goodput slo", lambda: sim.goodput_fraction([], 1.0, 1.0)),
+        ("sim bad SLO", lambda: SLO(ttft=-1.0)),
+        ("workload inf rate", lambda: fixed_workload(3, 4, 4, rate=INF)),
+    ]
+    if book_seq is not None:
+        calls += [
+            ("books reserve float", lambda: books.reserve(book_seq, 1.5)),
+            ("books fork onto itself", lambda: books.fork(book_seq, book_seq)),
+            ("books slots past the end", lambda: books.slots(book_seq, 0, 10**6)),
+        ]
     if free_block is not None:
         calls.append(("double free", lambda: w.alloc.free(free_block)))
         calls.append(("add a free block", lambda: w.cache.add_sequence("new", [free_block], num_tokens=1)))
@@ -190,6 +261,8 @@ def test_rejected_calls_leave_every_object_as_it_was(model, data):
                 call()
         assert world.snapshot() == before, f"{name} changed the state"
     check_invariants(world.cache)
+    check_invariants(world.books)
     # and the objects still work
+    assert sim.run_replicas(world.dep, world.requests, 2)
     out = world.engine.run([Request(1, (1, 2, 3), 2)])
     assert len(out.outputs[1]) == 2
