@@ -45,6 +45,7 @@ def test_versions_table_is_cited_ordered_and_picks_by_gpu():
     ((9, 0), True, "fp8", "FLASHMLA", None),
     ((10, 0), True, "bf16", "FLASHINFER_MLA", None),
     ((8, 0), True, "bf16", "TRITON_MLA", None),
+    ((8, 9), True, "fp8", "TRITON_MLA", None),      # Triton MLA reads fp8 from sm89
 ])
 def test_vllm_backend_choice(cc, mla, kv, backend, fa):
     b = ab.vllm_backend(cc, mla=mla, head_dim=128, kv_dtype=kv)
@@ -55,3 +56,12 @@ def test_fp8_kv_below_sm80_and_head_dim_upgrade():
     with pytest.raises(ValueError, match="fp8"):
         ab.vllm_backend((7, 5), mla=False, head_dim=128, kv_dtype="fp8")
     assert ab.vllm_backend((9, 0), mla=False, head_dim=512, kv_dtype="bf16").flash_attention_version == 4
+
+
+def test_mla_fp8_kv_from_sm89_only():
+    """vLLM 0.33.0 v1/attention/backends/mla/triton_mla.py: fp8 KV "requires SM89+"."""
+    assert ab.fp8_kv_backend((8, 9), mla=True, head_dim=192) == "TRITON_MLA"
+    assert ab.fp8_kv_backend((8, 6), mla=True, head_dim=192) is None
+    assert ab.fp8_kv_backend((8, 0), mla=True, head_dim=192) is None
+    with pytest.raises(ValueError, match="fp8"):
+        ab.vllm_backend((8, 0), mla=True, head_dim=192, kv_dtype="fp8")

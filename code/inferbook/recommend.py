@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from . import rules, sizing
+from . import alternatives, rules, sglang_rules, sizing
 from .commands import check_command, engine_args, format_command, sglang_argv, vllm_argv
 from .decision import Decision
 from .hardware import GPU, gpu as gpu_preset
@@ -173,11 +173,14 @@ class Plan:
     weight_bytes_total: int
     kv_bytes_per_token: int       # one token of one request, on one GPU
     kv_bytes_per_sequence: int    # one full-context request, on one GPU (windows capped)
-    tpot_bound_ms: float          # roofline lower bound per decode step at the typical batch
-    throughput_bound_tok_s: float  # roofline upper bound on decode tokens/s, all replicas
+    tpot_bound_ms: float          # one decode step at the running batch (chapter 9's cost model)
+    throughput_bound_tok_s: float  # decode tokens/s, all replicas (chapter 9's cost model)
     decisions: tuple[tuple[str, Decision], ...]
     warnings: tuple[str, ...]
     capacity: Decision | None = None
+    hf_overrides: str | None = None          # e.g. the RoPE scaling an Instruct model needs
+    sglang: Decision | None = None           # value: sglang_rules.SglangMemory or None (no command)
+    alternatives: tuple[tuple[str, Decision], ...] = ()   # sized alternatives (DP+EP, offload)
     vllm_argv: tuple[str, ...] = ()
     sglang_argv: tuple[str, ...] = ()
     ok: bool = True
@@ -238,9 +241,19 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
     util = sizing._fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
     if w.context_tokens > spec.max_position_embeddings:
         return _refuse_context(spec, g, n, w)
+    served = served_model or served_repo(spec, w.kind)
+    context = rules.decide_context(spec, served, w.context_tokens)
+    if context.value is None:
+        return Refusal(spec.name, g.name, n, w, context.reason,
+                       tuple(context.extra["suggestions"]), rules.CH_SIZING)
     req = rules.Request(n, rules.kv_dtype_for(spec, g, w.fp8_kv_quality_checked),
                         w.effective_priority, w.concurrency, util)
-    weights = rules.decide_weights(spec, g, w.context_tokens, req, w.allow_quantization)
+    # The weight format is decided at vLLM's default cap: a large requested concurrency is a
+    # queue, never a reason to quantize the weights (capped below to what the KV cache holds).
+    default_seqs = rules.decide_batching(g, req.priority, None).value["max_num_seqs"]
+    wreq = replace(req, concurrency=None if w.concurrency is None
+                   else min(w.concurrency, n * default_seqs))
+    weights = rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
     if weights.value is None:
         return _refuse_memory(spec, g, n, w, weights)
     wdtype = weights.value["weight_dtype"]
@@ -248,17 +261,37 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         return _refuse_awq(spec, g, n, w)
     tokens, prefix = w.sizing_tokens, w.shared_prefix_tokens
     capacity = _capacity(spec, g, w, wdtype, req.kv_dtype, request_rate, ttft_p90_s, tpot_p90_s)
+    layouts = [lay for lay in (rules.layout(spec, g, x.tp, x.pp, wdtype, req)
+                                for x in weights.value["layouts"])
+               if lay.sequences(spec, w.context_tokens) >= 1] or weights.value["layouts"]
     parallel = (_capacity_parallelism(spec, g, w, req, wdtype, capacity) if capacity else
-                rules.decide_parallelism(spec, g, weights.value["layouts"], tokens, prefix, req,
+                rules.decide_parallelism(spec, g, layouts, tokens, prefix, req,
                                          w.tpot_target_ms))
     if parallel.value is None:
         return Refusal(spec.name, g.name, n, w, parallel.reason,
                        ("more GPUs", "a lower request rate or looser p90 targets"),
                        rules.CH_SERVING)
     lay = parallel.value["layout"]
+    for _ in range(3):   # the KV cache holds fewer: cap --max-num-seqs at what fits (a fixed point)
+        held = max(lay.sequences(spec, tokens, prefix), 1)
+        if capacity or w.concurrency is None or lay.batching.value["max_num_seqs"] == held or (
+                lay.batching.value["max_num_seqs"] < held and held * lay.dp >= w.concurrency):
+            break
+        lay = rules.layout(spec, g, lay.tp, lay.pp, wdtype,
+                           replace(req, concurrency=min(held * lay.dp, w.concurrency)))
+        held = lay.sequences(spec, tokens, prefix)
+        parallel = replace(parallel, value=dict(parallel.value, layout=lay), extra={
+            "warning": f"only {held * lay.dp} of the {w.concurrency} requested {tokens:,}-token "
+                       f"requests fit in the KV cache at once (TP={lay.tp}"
+                       + (f" x {lay.dp} replicas" if lay.dp > 1 else "") + "); the rest wait "
+                       f"in the queue, so --max-num-seqs is capped at {max(held, 1)} per "
+                       "replica (a larger cap only adds sampler buffers): more GPUs, or an "
+                       "fp8 KV cache after a quality check, would hold more"})
     max_seqs = lay.batching.value["max_num_seqs"]
     speculation = rules.decide_speculation(spec, g, w.kind, req.priority, wdtype, w.draft_model,
-                                           w.acceptance_rate, max_seqs, lay.dp)
+                                           w.acceptance_rate, max_seqs, lay.dp,
+                                           running_batch=min(max_seqs,
+                                                             lay.sequences(spec, tokens, prefix)))
     decisions = (
         ("weights", weights), ("parallelism", parallel),
         ("kv cache", rules.decide_kv_cache(spec, g, lay, w.context_tokens, tokens, prefix,
@@ -269,7 +302,7 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         ("speculative decoding", speculation),
         ("async scheduling", rules.decide_async_scheduling(
             speculation.value.method if speculation.value else None, lay.pp)))
-    return _assemble(spec, g, n, w, util, served_model, decisions, capacity)
+    return _assemble(spec, g, n, w, util, served, decisions, capacity, context)
 
 
 def _workload(workload) -> Workload:
@@ -328,21 +361,27 @@ def _capacity_parallelism(spec, g, w, req, weight_dtype, capacity: Decision) -> 
                     capacity.citation)
 
 
-def _assemble(spec, g, n, w, util, served_model, decisions, capacity) -> Plan:
-    """Return the plan the decisions describe, with its roofline bounds and commands."""
+def _assemble(spec, g, n, w, util, served, decisions, capacity, context) -> Plan:
+    """Return the plan the decisions describe, with its estimated speed and commands."""
     d = dict(decisions)
     lay, par = d["parallelism"].value["layout"], d["parallelism"].value
     kv, caps, att = d["kv cache"].value, d["batching"].value, d["attention"].value
     batch = max(1, min(caps["max_num_seqs"], kv["sequences"]))
     tokens = w.sizing_tokens
-    warnings = [x for x in (d["parallelism"].extra.get("warning"),) if x]
+    warnings = [x for x in (d["parallelism"].extra.get("warning"), context.extra.get("warning"))
+                if x]
     warnings += _warnings(spec, g, w, lay, kv, d["speculative decoding"].value)
-    throughput = par["dp"] * rules.decode_tokens_per_second(spec, g, lay, batch, tokens)
+    step_s = rules.decode_step_seconds(spec, g, lay, batch, tokens)
+    throughput = par["dp"] * batch / step_s
     if w.throughput_target_tok_s is not None and throughput < w.throughput_target_tok_s:
         warnings.append(f"the target of {w.throughput_target_tok_s:,.0f} decode tokens/s is above"
-                        f" even the roofline bound of this plan ({throughput:,.0f}): add GPUs")
+                        f" chapter 9's estimate for this plan ({throughput:,.0f}): add GPUs")
+    alts = alternatives.alternatives(spec, g, n, w, lay, d["kv cache"].value, throughput)
+    sglang = _sglang_decision(spec, g, w, lay, d, caps)
+    if sglang.value is None:
+        warnings.append(f"no SGLang command: {sglang.reason}")
     plan = Plan(
-        model=spec.name, served_model=served_model or served_repo(spec, w.kind), gpu=g.name,
+        model=spec.name, served_model=served, gpu=g.name,
         num_gpus=n, workload=w, tensor_parallel=par["tp"], pipeline_parallel=par["pp"],
         data_parallel=par["dp"], weight_dtype=d["weights"].value["weight_dtype"],
         quantization=d["weights"].value["quantization"], compute_dtype=rules.compute_dtype(g),
@@ -357,15 +396,51 @@ def _assemble(spec, g, n, w, util, served_model, decisions, capacity) -> Plan:
         memory=lay.budget, weight_bytes_total=sizing.weight_bytes(spec, lay.weight_dtype),
         kv_bytes_per_token=kv["per_token_bytes"],
         kv_bytes_per_sequence=lay.kv_bytes(spec, w.context_tokens),
-        tpot_bound_ms=rules._decode_seconds(spec, g, lay, batch, tokens) * 1e3,
+        tpot_bound_ms=step_s * 1e3,
         throughput_bound_tok_s=throughput, decisions=tuple(decisions),
-        warnings=tuple(warnings), capacity=capacity)
-    plan = replace(plan, vllm_argv=vllm_argv(plan), sglang_argv=sglang_argv(plan))
+        warnings=tuple(warnings), capacity=capacity, hf_overrides=context.value["hf_overrides"],
+        sglang=sglang, alternatives=alts)
+    plan = replace(plan, vllm_argv=vllm_argv(plan),
+                   sglang_argv=sglang_argv(plan) if sglang.value is not None else ())
     for engine, argv in (("vllm", plan.vllm_argv), ("sglang", plan.sglang_argv)):
+        if not argv:
+            continue
         problems = check_command(argv, engine)
         if problems:   # a bug here, never the user's fault
             raise AssertionError(f"generated {engine} command uses unknown flags: {problems}")
     return plan
+
+
+def _sglang_decision(spec, g, w, lay, d, caps) -> Decision:
+    """Return SGLang's memory split for this plan (value: `SglangMemory`), or None with why
+    SGLang 0.5.23 cannot run it (fp8 below sm80, or its static memory holds no request)."""
+    sm = rules.sm(g)
+    q = d["weights"].value["quantization"]
+    for what, used in (("weights", q == "fp8"), ("KV cache", lay.kv_dtype == "fp8")):
+        refusal = sglang_rules.fp8_refusal(sm, what) if used else None
+        if refusal:
+            return Decision(None, refusal, rules.CH_SIZING, f"{sglang_rules.WHEEL}: "
+                            "srt/layers/quantization/fp8.py:339")
+    mem = sglang_rules.mem_fraction_static(
+        lay.budget.gpu_bytes / sglang_rules.MiB, tp=lay.tp, pp=lay.pp,
+        chunked_prefill_size=caps["max_num_batched_tokens"],
+        max_running_requests=caps["max_num_seqs"], mla=spec.is_mla)
+    pool = mem.static_bytes - lay.budget.weight_bytes
+    need = lay.kv_bytes(spec, w.context_tokens)
+    why = (f"--mem-fraction-static {mem.mem_fraction_static:.3f} is SGLang 0.5.23's own rule: it "
+           f"reserves {mem.reserved_mib / 1024:.1f} GiB of {mem.gpu_mem_mib / 1024:.1f} GiB for "
+           f"activations ({mem.activation_mib / 1024:.1f} GiB at --chunked-prefill-size "
+           f"{mem.chunked_prefill_size}), parallelism ({mem.parallel_mib / 1024:.2f}) and CUDA "
+           f"graphs ({mem.graph_mib / 1024:.2f})"
+           + (", at least 10 GiB on GPUs over 60 GiB" if mem.floor_applied else "")
+           + f", leaving {pool / 1e9:.1f} GB per GPU for the KV pool after the weights")
+    cite = f"{sglang_rules.WHEEL}: srt/arg_groups/memory_hook.py:280-326"
+    if pool < need:
+        return Decision(None, f"SGLang's static memory ({mem.mem_fraction_static:.3f} of the GPU) "
+                        f"leaves {pool / 1e9:.1f} GB for the KV pool, less than one "
+                        f"{w.context_tokens:,}-token request ({need / 1e9:.1f} GB): {why}",
+                        rules.CH_SIZING, cite)
+    return Decision(mem, why, rules.CH_SIZING, cite)
 
 
 def _warnings(spec, g, w, lay, kv, speculation) -> list[str]:
@@ -378,9 +453,8 @@ def _warnings(spec, g, w, lay, kv, speculation) -> list[str]:
         out.append(
             f"MLA's latent KV is not split by TP: each of the {lay.tp} GPUs holds every "
             f"request's whole latent ({lay.kv_bytes(spec, w.context_tokens) / 1e9:.2f} GB at "
-            f"{w.context_tokens:,} tokens); for high concurrency consider data-parallel attention "
-            "with expert parallelism (vLLM --data-parallel-size with --enable-expert-parallel), "
-            "not sized here")
+            f"{w.context_tokens:,} tokens); see the data-parallel attention + expert-parallel "
+            "alternative below")
     if speculation is not None and speculation.acceptance_source == "assumed":
         out.append(f"the {speculation.method} acceptance rate {speculation.acceptance:g} is an "
                    "assumption: measure it (vLLM logs it) and pass acceptance_rate=")
@@ -401,9 +475,7 @@ def _refuse_context(spec, g, n, w) -> Refusal:
 
 def _refuse_memory(spec, g, n, w, weights: Decision) -> Refusal:
     return Refusal(spec.name, g.name, n, w, weights.reason + ".",
-                   ("more or larger GPUs (see the TP table in chapter 02)",
-                    "a shorter --max-model-len" if w.context_tokens > 4096 else "a smaller model",
-                    "quantized weights" if not w.allow_quantization else "a smaller model"),
+                   rules.memory_fixes(spec, g, n, w.context_tokens, w.allow_quantization),
                    rules.CH_SIZING)
 
 

@@ -53,10 +53,10 @@ def _memory_line(p: Plan) -> str:
             f"{r.cuda_graph_bytes / GB:.2f} and non-torch {r.non_torch_bytes / GB:.2f} GB, "
             f"leaves {m.kv_budget_bytes / GB:.1f} GB of KV cache "
             f"({p.kv_bytes_per_token / 1e3:.1f} kB per token per GPU): {p.seqs_at_typical} "
-            f"typical requests per replica, {p.seqs_at_full_context} at full context. Roofline "
-            f"bounds at {min(p.max_num_seqs, max(1, p.seqs_at_typical))} running requests: a "
-            f"decode step takes at least {p.tpot_bound_ms:.1f} ms; all replicas together produce "
-            f"at most {p.throughput_bound_tok_s:,.0f} tokens/s.")
+            f"typical requests per replica, {p.seqs_at_full_context} at full context. Chapter 9's "
+            f"step-cost model at {min(p.max_num_seqs, max(1, p.seqs_at_typical))} running "
+            f"requests: a decode step takes about {p.tpot_bound_ms:.1f} ms; all replicas together "
+            f"produce about {p.throughput_bound_tok_s:,.0f} tokens/s.")
 
 
 def render_markdown(p: Plan | Refusal) -> str:
@@ -73,9 +73,18 @@ def render_markdown(p: Plan | Refusal) -> str:
     lines += ["| decision | choice | why | chapter | vLLM source |", "|---|---|---|---|---|"]
     lines += [f"| {t} | {choice(p, t)} | {d.reason} | {d.chapter} | {d.citation} |"
               for t, d in p.decisions]
+    if p.sglang is not None and p.sglang.value is not None:
+        lines += [f"| sglang memory | --mem-fraction-static "
+                  f"{p.sglang.value.mem_fraction_static:.3f} | {p.sglang.reason} | "
+                  f"{p.sglang.chapter} | {p.sglang.citation} |"]
+    for name, d in p.alternatives:
+        lines += ([f"", f"Alternative, {name}: {d.reason}."] if d.value is not None else
+                  [f"", f"Alternative, {name}: not applicable ({d.reason})."])
     if p.warnings:
         lines += [""] + [f"- warning: {x}" for x in p.warnings]
-    lines += ["", "```bash", p.vllm_command, "```", "", "```bash", p.sglang_command, "```"]
+    lines += ["", "```bash", p.vllm_command, "```"]
+    if p.sglang_argv:
+        lines += ["", "```bash", p.sglang_command, "```"]
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ its `citation`; `tests/test_recommend_vllm.py` quotes the source line.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from . import attention_backends, roofline, sizing
@@ -41,6 +42,9 @@ MIN_USEFUL_BATCH = 8       # below this many requests per replica, warn: decode 
 DYNAMIC_SD_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
 # Methods the V1 runner overlaps with async scheduling (VllmConfig.__post_init__).
 ASYNC_OK_METHODS = (None, "eagle", "eagle3", "mtp", "ngram_gpu", "draft_model")
+# Speculative methods Model Runner V2 does not run (VllmConfig._get_v2_model_runner_unsupported_
+# features): vLLM falls back to the V1 runner for them, which cannot overlap them.
+V2_UNSUPPORTED_METHODS = ("suffix", "custom_class")
 
 
 def sm(g: GPU) -> int:
@@ -83,17 +87,23 @@ def decide_batching(g: GPU, priority: str, concurrency: int | None, dp: int = 1)
         tokens, seqs = 2 * tokens, 2 * seqs
     if concurrency is not None:
         seqs = ceil_div(concurrency, dp)
+    raised = seqs > tokens
+    if raised:   # SchedulerConfig.verify_max_model_len: max_num_batched_tokens >= max_num_seqs
+        tokens = ceil_div(seqs, 256) * 256
     why = (f"--performance-mode {mode} ({priority} priority); --max-num-batched-tokens {tokens:,}"
            f" is the value vLLM 0.33.0 itself uses for {g.name} in this mode, and "
            + (f"--max-num-seqs {seqs} is the requested concurrency {concurrency}"
               + (f" over {dp} replicas" if dp > 1 else "") if concurrency is not None else
               f"--max-num-seqs {seqs} its default cap")
+           + (f"; --max-num-batched-tokens is raised to {tokens:,} because vLLM refuses to "
+              "start with fewer batched tokens than sequences" if raised else "")
            + ". The cap is not a reservation: requests are admitted while their KV blocks fit "
            "and preempted when the blocks run out")
     return Decision(dict(max_num_seqs=seqs, max_num_batched_tokens=tokens, performance_mode=mode),
                     why, CH_BATCHING,
                     f"{WHEEL}: engine/arg_utils.py::EngineArgs.get_batch_defaults; "
-                    "v1/core/sched/scheduler.py::Scheduler.schedule")
+                    "v1/core/sched/scheduler.py::Scheduler.schedule; config/scheduler.py::"
+                    "SchedulerConfig.verify_max_model_len")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,9 +159,21 @@ def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Re
     budget = sizing.memory_budget(spec, g, tp, weight_dtype,
                                   gpu_memory_utilization=req.utilization, runtime=runtime,
                                   pipeline_parallel=pp)
-    # VllmConfig.max_in_flight_tokens: 2 batches with async scheduling, pp with pipelining
-    in_flight = caps["max_num_batched_tokens"] * (2 if pp == 1 else pp)
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens, and
+    # max_concurrent_batches = pp + 1 under Model Runner V2 with async scheduling (0.33's default)
+    in_flight = caps["max_num_batched_tokens"] * max_concurrent_batches(pp, True)
     return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight)
+
+
+def max_concurrent_batches(pp: int, async_scheduling: bool, v2_runner: bool = True) -> int:
+    """Return vLLM 0.33.0's `VllmConfig.max_concurrent_batches`: pp + 1 with async scheduling
+    on Model Runner V2, 2 on V1 without PP, else pp (config/vllm.py)."""
+    if async_scheduling:
+        if v2_runner:
+            return pp + 1
+        if pp <= 1:
+            return 2
+    return pp
 
 
 def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
@@ -225,65 +247,113 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: Request,
 # parallelism
 
 
-def _decode_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
-    """Roofline bound on one decode step of `batch` requests of `tokens` tokens, per GPU."""
+def step_cost_model(spec: ModelSpec, g: GPU, lay: Layout):
+    """Return chapter 9's step-cost model (`simulate.CostModel`) of one replica of `lay`, with
+    the efficiencies fitted on published runs: the one cost model the book plans with."""
+    from .simulate import FITTED
+    return FITTED.cost_model(spec, g, lay.tp, kv_dtype=lay.kv_dtype,
+                             weight_dtype=lay.weight_dtype)
+
+
+def _roofline_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
+    """Roofline bound on one decode step, for GPUs without a published FP16 peak."""
     cost = roofline.ForwardCost(
         flops=2 * spec.n_active_params * max(batch, 1) / (lay.tp * lay.pp),
         bytes_moved=lay.budget.weight_bytes + (lay.kv_bytes(spec, tokens, batch) if batch else 0))
     return roofline.step_seconds(g, cost)
 
 
+def decode_step_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
+    """Return the simulator's time for one decode step of `batch` requests of `tokens` tokens
+    on one replica: overhead + max(compute, memory) + the TP all-reduce (chapter 9). With PP the
+    stages share the step's work (weights and layers split pp ways, pp batches in flight)."""
+    if g.fp16_tensor_flops is None:
+        return _roofline_seconds(spec, g, lay, batch, tokens)
+    from .simulate import decode_step_time
+    return decode_step_time(spec, g, lay.tp, max(batch, 1), tokens, kv_dtype=lay.kv_dtype,
+                            weight_dtype=lay.weight_dtype) / lay.pp
+
+
+_decode_seconds = decode_step_seconds
+
+
 def decode_tokens_per_second(spec: ModelSpec, g: GPU, lay: Layout, batch: int,
                              tokens: int) -> float:
-    """Return the roofline upper bound on one replica's decode tokens/s at `batch` requests."""
-    return 0.0 if batch <= 0 else batch / _decode_seconds(spec, g, lay, batch, tokens)
+    """Return the simulator's estimate of one replica's decode tokens/s at `batch` requests."""
+    return 0.0 if batch <= 0 else batch / decode_step_seconds(spec, g, lay, batch, tokens)
+
+
+@dataclass(frozen=True)
+class LayoutRate:
+    """One layout as the step-cost model sees it: its running batch per replica, step time and
+    decode tokens/s over all replicas."""
+
+    layout: Layout
+    held: int                # requests all replicas hold at once (KV cache)
+    batch: int               # running requests per replica
+    step_s: float
+    tokens_per_s: float
+
+
+def rate_layouts(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
+                 shared_prefix: int = 0, concurrency: int | None = None) -> list[LayoutRate]:
+    """Return each layout's decode throughput by the simulator's step-cost model, each replica
+    running what its KV cache holds (at most --max-num-seqs and its share of `concurrency`)."""
+    out = []
+    for lay in layouts:
+        fit = lay.sequences(spec, tokens, shared_prefix)
+        b = min(fit, lay.batching.value["max_num_seqs"])
+        if concurrency is not None:
+            b = min(b, ceil_div(concurrency, lay.dp))
+        step = decode_step_seconds(spec, g, lay, max(b, 1), tokens)
+        out.append(LayoutRate(lay, lay.dp * fit, b, step, lay.dp * b / step if b > 0 else 0.0))
+    return out
 
 
 def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
                        shared_prefix: int, req: Request, tpot_target_ms: float | None) -> Decision:
-    """Return value = dict(layout, tp, pp, dp): the smallest TP that fits, or the smallest whose
-    replicas together hold a concurrency target, or a roofline throughput within 10 % of the
-    best; raised to meet a per-token target. Replicas (DP) fill the remaining GPUs."""
-    def held(lay: Layout) -> int:          # requests all replicas hold at once
-        return lay.dp * lay.sequences(spec, tokens, shared_prefix)
-
-    chosen, warn = layouts[0], ""
-    why = f"TP={chosen.tp} is the smallest degree that holds one full-length request"
+    """Return value = dict(layout, tp, pp, dp, rates): the layout chapter 9's step-cost model
+    (with its all-reduce term) ranks first by decode tokens/s over all GPUs, among those whose
+    replicas together hold the requested concurrency (or, if none does, the one that holds the
+    most); raised to meet a per-token target. Replicas (DP) fill the remaining GPUs."""
+    rates = rate_layouts(spec, g, layouts, tokens, shared_prefix, req.concurrency)
+    pool, warn = rates, ""
     if req.concurrency is not None:
-        meeting = [lay for lay in layouts if held(lay) >= req.concurrency]
-        chosen = meeting[0] if meeting else max(layouts, key=held)
-        why = (f"TP={chosen.tp} is the smallest degree at which {req.concurrency} concurrent "
-               f"{tokens:,}-token requests fit over all replicas ({held(chosen)})" if meeting else
-               f"TP={chosen.tp} holds the most concurrent requests ({held(chosen)})")
-        if spec.is_mla and meeting and chosen.tp < max(lay.tp for lay in layouts):
-            why += ("; MLA's latent is not split by TP, so replicas hold more requests than "
-                    "larger TP degrees")
-        warn = "" if meeting else (f"only {held(chosen)} of the {req.concurrency} requested "
-                                   f"{tokens:,}-token requests fit at once; the rest wait")
-    elif req.priority == "throughput" and len(layouts) > 1:
-        rates = [lay.dp * decode_tokens_per_second(
-            spec, g, lay, min(lay.sequences(spec, tokens, shared_prefix),
-                              lay.batching.value["max_num_seqs"]), tokens) for lay in layouts]
-        best = max(rates)
-        i = next(i for i, r in enumerate(rates) if r >= 0.9 * best)
-        chosen = layouts[i]
-        why = (f"TP={chosen.tp}: the smallest degree whose roofline decode throughput over all "
-               f"{req.n_gpus} GPUs ({rates[i]:,.0f} tokens/s, an upper bound) is within 10 % of "
-               f"the best ({best:,.0f})")
+        meeting = [r for r in rates if r.held >= req.concurrency]
+        pool = meeting or [max(rates, key=lambda r: r.held)]
+        warn = "" if meeting else (
+            f"only {pool[0].held} of the {req.concurrency} requested {tokens:,}-token requests "
+            f"fit in the KV cache at once (TP={pool[0].layout.tp}, the layout that holds the "
+            "most); the rest wait in the queue, and --max-num-seqs is capped at what fits, "
+            "since a larger cap only adds sampler buffers")
+    best = max(pool, key=lambda r: r.tokens_per_s)
+    chosen = best.layout
+    table = ", ".join(f"TP={r.layout.tp}{f'xPP={r.layout.pp}' if r.layout.pp > 1 else ''}"
+                      f"{f'xDP={r.layout.dp}' if r.layout.dp > 1 else ''}: "
+                      f"{r.tokens_per_s:,.0f}" for r in rates)
+    why = (f"TP={chosen.tp}: chapter 9's step-cost model (fitted efficiencies, all-reduce term) "
+           f"ranks it first at {best.tokens_per_s:,.0f} decode tokens/s over all {req.n_gpus} "
+           f"GPUs, {best.batch} running requests per replica ({table})")
+    if req.concurrency is not None and not warn:
+        why += (f"; its replicas hold the {req.concurrency} concurrent {tokens:,}-token "
+                f"requests ({best.held})")
+    if spec.is_mla and chosen.tp < max(lay.tp for lay in layouts):
+        why += ("; MLA's latent is not split by TP, so replicas hold more requests than "
+                "larger TP degrees")
     if req.priority == "latency" and tpot_target_ms is not None:
         fast = [lay for lay in layouts if lay.tp * lay.pp >= chosen.tp * chosen.pp
-                and _decode_seconds(spec, g, lay, 1, tokens) * 1e3 <= tpot_target_ms]
+                and decode_step_seconds(spec, g, lay, 1, tokens) * 1e3 <= tpot_target_ms]
         if fast and fast[0] is not chosen:
             why += f"; raised to TP={fast[0].tp} to meet the {tpot_target_ms:g} ms/token target"
         chosen = fast[0] if fast else chosen
-        warn = warn or ("" if fast else f"no TP degree brings the bandwidth bound under "
-                        f"{tpot_target_ms:g} ms/token")
+        warn = warn or ("" if fast else f"no TP degree brings one decode step under "
+                        f"{tpot_target_ms:g} ms/token in the step-cost model")
     if chosen.dp > 1:
         why += (f"; the other GPUs run {chosen.dp - 1} more replica(s) (--data-parallel-size "
                 f"{chosen.dp}): replicas share nothing, so throughput adds up without all-reduce "
                 "traffic")
-    return Decision(dict(layout=chosen, tp=chosen.tp, pp=chosen.pp, dp=chosen.dp), why,
-                    CH_SIZING, extra={"warning": warn} if warn else {})
+    return Decision(dict(layout=chosen, tp=chosen.tp, pp=chosen.pp, dp=chosen.dp, rates=rates),
+                    why, CH_SERVING, extra={"warning": warn} if warn else {})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,8 +482,13 @@ def _draft_method(spec: ModelSpec, kind: str, draft_model: str | None):
 
 def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight_dtype: str,
                        draft_model: str | None, acceptance_rate: float | None,
-                       max_num_seqs: int, dp: int) -> Decision:
-    """Return value = a `Speculation` or None (off)."""
+                       max_num_seqs: int, dp: int, running_batch: int | None = None) -> Decision:
+    """Return value = a `Speculation` or None (off).
+
+    With data parallelism vLLM keeps one k for every batch size, so k is the book's schedule
+    read at one replica's running batch (`running_batch`: what its KV cache holds, at most
+    `max_num_seqs`), and speculation is off when that batch is past the compute-bound point.
+    """
     found = _draft_method(spec, kind, draft_model)
     if kind == "batch" or (priority == "throughput" and draft_model is None
                            and (found is None or found[0] != "mtp")):
@@ -438,9 +513,20 @@ def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight
            f"acceptance {alpha:g} ({src})")
     schedule = spec_schedule(k, t_crit, max_num_seqs)
     if dp > 1:
-        schedule, why = (), why + (f"; a fixed k: with --data-parallel-size {dp} vLLM drops any "
-                                   "batch-size schedule (ranks could pick different k)")
+        b = max(1, min(running_batch or max_num_seqs, max_num_seqs))
+        k_dp = next(r[2] for r in schedule if r[0] <= b <= r[1])
         cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_data_parallel"
+        if k_dp == 0:
+            return Decision(None, (
+                f"off: with --data-parallel-size {dp} vLLM keeps one k for all batch sizes, and "
+                f"one replica's running batch ({b}) x (k + 1) is past the ~{t_crit:.0f}-token "
+                "compute-bound point even at k = 1"), CH_SPEC, cite)
+        k = k_dp
+        why = (f"expected {expected_tokens_per_pass(alpha, k):.2f} tokens per target pass at "
+               f"acceptance {alpha:g} ({src}); k = {k} is the schedule's value at one replica's "
+               f"running batch of {b}: with --data-parallel-size {dp} vLLM keeps one k for all "
+               "batch sizes (ranks could otherwise pick different k)")
+        schedule = ()
     else:
         off_at = next((r[0] for r in schedule if r[2] == 0), None)
         why += (f"; k shrinks as the batch grows and is off from {off_at} running requests, "
@@ -454,11 +540,97 @@ def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight
 
 def decide_async_scheduling(method: str | None, pp: int) -> Decision:
     """Return value True (pass --async-scheduling) or False (leave it to vLLM, which turns it
-    off for these settings; passing the flag would make it refuse to start)."""
-    if pp == 1 and method in ASYNC_OK_METHODS:
-        return Decision(True, "the CPU schedules step n+1 while the GPU runs step n",
-                        CH_BATCHING, f"{WHEEL}: config/vllm.py::VllmConfig.__post_init__")
-    what = "pipeline parallelism" if pp > 1 else f"{method}-based speculative decoding"
-    return Decision(False, f"vLLM's V1 runner cannot overlap scheduling with {what}; it turns "
-                    "async scheduling off itself (an explicit --async-scheduling would refuse "
-                    "to start)", CH_BATCHING, f"{WHEEL}: config/vllm.py::VllmConfig.__post_init__")
+    off for these settings; passing the flag would make it refuse to start).
+
+    vLLM 0.33.0 runs Model Runner V2 by default, which overlaps scheduling with every setting
+    the book emits, pipeline parallelism included (pp + 1 batches in flight), except the
+    speculative methods V2 does not run (suffix): vLLM falls back to the V1 runner for those,
+    and V1 cannot overlap them."""
+    cite = (f"{WHEEL}: config/vllm.py::VllmConfig.__post_init__, "
+            "VllmConfig._get_v2_model_runner_unsupported_features, "
+            "VllmConfig.max_concurrent_batches")
+    if method not in V2_UNSUPPORTED_METHODS:
+        why = "the CPU schedules step n+1 while the GPU runs step n (Model Runner V2)"
+        if pp > 1:
+            why += (f"; with PP={pp} vLLM keeps pp + 1 = {max_concurrent_batches(pp, True)} "
+                    "batches in flight")
+        return Decision(True, why, CH_BATCHING, cite)
+    return Decision(False, f"Model Runner V2 does not run {method} drafting, so vLLM falls back "
+                    f"to the V1 runner, which cannot overlap scheduling with {method}-based "
+                    "speculative decoding; it turns async scheduling off itself (an explicit "
+                    "--async-scheduling would refuse to start)", CH_BATCHING, cite)
+
+
+# ---------------------------------------------------------------------------------------------
+# context limits of the served checkpoint, and fixes that would work
+
+
+# Instruct checkpoints whose config.json allows fewer positions than the base model's: the
+# limit, the YaRN factor its model card gives for longer texts, and its rope_theta. Qwen2.5
+# Instruct cards ("Processing Long Texts"): config.json is set to 32,768 tokens; add
+# rope_scaling {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}
+# for up to 131,072.
+INSTRUCT_CONTEXT = {
+    f"Qwen/Qwen2.5-{size}-Instruct": (32768, 4.0, 1_000_000.0)
+    for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B", "72B")
+}
+
+
+def decide_context(spec: ModelSpec, served: str, ctx: int) -> Decision:
+    """Return value = dict(limit, hf_overrides) for serving `served` at `ctx` tokens, or None
+    (with suggestions in `extra`) when the checkpoint cannot reach `ctx`."""
+    if served not in INSTRUCT_CONTEXT:
+        return Decision(dict(limit=spec.max_position_embeddings, hf_overrides=None),
+                        "the served checkpoint's own context limit", CH_SIZING)
+    native, factor, theta = INSTRUCT_CONTEXT[served]
+    if ctx <= native:
+        return Decision(dict(limit=native, hf_overrides=None),
+                        f"{served} is configured for {native:,} positions", CH_SIZING)
+    longest = int(native * factor)
+    if ctx > longest:
+        return Decision(None, (
+            f"{served} is configured for {native:,} positions, and its model card extends it "
+            f"with YaRN (factor {factor:g}) to {longest:,} at most; {ctx:,} were requested."),
+            CH_SIZING, extra={"suggestions": (f"cap --max-model-len at {longest}",
+                                              "chunk the documents (RAG) so each request fits")})
+    overrides = json.dumps({"rope_parameters": {
+        "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": native,
+        "rope_theta": theta}}, separators=(",", ":"))
+    return Decision(dict(limit=longest, hf_overrides=overrides), (
+        f"{served} is configured for {native:,} positions; {ctx:,} need the YaRN scaling its "
+        f"model card gives (factor {factor:g} over {native:,}), passed as --hf-overrides"),
+        CH_SIZING, f"{WHEEL}: config/model.py (rope_parameters scale the derived max length)",
+        extra={"warning": f"{served} beyond {native:,} tokens runs with static YaRN scaling, "
+               "which the model card says may lower quality on short texts: serve it only "
+               "where long requests need it"})
+
+
+def memory_fixes(spec: ModelSpec, g: GPU, n: int, ctx: int,
+                 allow_quantization: bool) -> tuple[str, ...]:
+    """Return the changes that would make `ctx`-token requests of `spec` fit, each checked with
+    the same budget rules: more GPUs of this type, a GPU with more memory, a shorter context
+    (only when the weights alone leave room), quantized weights (only when they would fit)."""
+    from .hardware import GPUS
+
+    def fits(gpu: GPU, count: int, tokens: int, quant: bool) -> bool:
+        req = Request(count, compute_dtype(gpu), "latency", None, 0.92)
+        return decide_weights(spec, gpu, tokens, req, quant).value is not None
+
+    out = []
+    more = next((m for m in (2, 4, 8, 16, 32, 64) if m > n and fits(g, m, ctx, False)), None)
+    if more:
+        out.append(f"at least {more}x {g.name} (the checkpoint's weights at TP/PP over them)")
+    bigger = [x.name for x in GPUS.values() if x.hbm_bytes > g.hbm_bytes and fits(x, n, ctx, False)]
+    if bigger:
+        out.append(f"{n}x a GPU with more memory: {', '.join(bigger)}")
+    if ctx > 1024 and fits(g, n, 1024, False):
+        lo, hi = 1024, ctx
+        while hi - lo > 256:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(g, n, mid, False) else (lo, mid)
+        out.append(f"a --max-model-len of at most {lo:,} on these GPUs")
+    if not allow_quantization and fits(g, n, ctx, True):
+        out.append("quantized weights (allow_quantization=True), after a quality check")
+    return tuple(out) or (f"{spec.name} does not fit on {n}x {g.name} at any context: weights "
+                          "alone exceed the budget; use more GPUs than one node's "
+                          f"{GPUS_PER_NODE} or a smaller model",)
