@@ -10,7 +10,9 @@ What Colab does, and how each part is reproduced here:
   and its editable install are never touched, and the startup file removes the editable
   install's path from `sys.path`, so the chapter can only import the clone's package.
 - Colab ships torch (with triton), numpy, scipy, pandas, matplotlib, ipywidgets and
-  transformers, but not myst_nb, jupyter-book, sphinx, nbval or hypothesis. Those are made
+  transformers, but not myst_nb, jupyter-book, sphinx, nbval or hypothesis. Colab's ipywidgets
+  is 7.7.1 (googlecolab/backend-info, pip-freeze.txt of 2026-08-19), not this venv's 8.x: the
+  kernel gets 7.7.1 from the wheels in tests/fake_colab/wheels. What Colab lacks is made
   truly absent: the kernel sees this venv's site-packages through a directory of symlinks to
   everything else, so `import` fails and `importlib.util.find_spec` returns None for them,
   as on Colab (a meta-path finder that raised would also break libraries that merely probe
@@ -28,6 +30,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,6 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKE_COLAB = ROOT / "tests" / "fake_colab"
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 NOT_ON_COLAB = ("myst_nb", "jupyter_book", "sphinx", "nbval", "hypothesis")
+COLAB_WHEELS = sorted((FAKE_COLAB / "wheels").glob("*.whl"))   # Colab's versions, not the venv's
+REPLACED_ON_COLAB = ("ipywidgets", "ipython_genutils")
+# What Colab's image ships (googlecolab/backend-info, pip-freeze.txt, 2026-08-19) of the
+# package's dependencies: pip must find every one satisfied, so installing the book upgrades
+# nothing Colab has (an upgraded ipywidgets needs a runtime restart and broke widgets once).
+COLAB_PINS = {"numpy": "2.1.3", "torch": "2.11.0", "matplotlib": "3.10.0", "ipywidgets": "7.7.1",
+              "tqdm": "4.67.3", "transformers": "5.15.0", "scipy": "1.16.3"}
 CELL_TIMEOUT_S = 240
 
 STARTUP = textwrap.dedent("""
@@ -66,15 +76,18 @@ def colab_site_packages(tmp_path_factory):
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
     farm = tmp_path_factory.mktemp("colab_site")
     for entry in site.iterdir():
-        if _top_name(entry.name) not in NOT_ON_COLAB:
+        if _top_name(entry.name) not in NOT_ON_COLAB + REPLACED_ON_COLAB:
             (farm / entry.name).symlink_to(entry)
+    for wheel in COLAB_WHEELS:      # a wheel is a zip of the installed files
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(farm)
     return site, farm
 
 
 PROBE = textwrap.dedent("""
-    import sys, inferbook
+    import sys, inferbook, ipywidgets
     print("COLAB_SIM", "google.colab" in sys.modules, inferbook.__file__,
-          sorted(m for m in sys.modules if m.split(".")[0] in {blocked!r}))
+          sorted(m for m in sys.modules if m.split(".")[0] in {blocked!r}), ipywidgets.__version__)
 """)
 
 
@@ -145,10 +158,91 @@ def test_every_chapter_runs_like_on_colab(bare_repo, colab_site_packages, tmp_pa
             failures.append(f"{chapter.name}: {error}")
             continue
         site = str(scratch / "site" / "inferbook")
-        if probe != f"COLAB_SIM True {site}/__init__.py []":
+        if probe != f"COLAB_SIM True {site}/__init__.py [] {COLAB_PINS['ipywidgets']}":
             failures.append(f"{chapter.name}: not a Colab-like run: {probe!r}")
     # The project's venv still imports the editable package, untouched by the installs.
     editable = subprocess.run([sys.executable, "-c", "import inferbook; print(inferbook.__file__)"],
                               capture_output=True, text=True, check=True, cwd=tmp_path).stdout
     assert editable.strip() == str(ROOT / "code" / "inferbook" / "__init__.py")
     assert not failures, "\n\n".join(failures)
+
+
+# ----------------------------------------------------------------------------------------------
+# The setup cell cannot strand a reader, and installing the book upgrades nothing Colab ships.
+
+def test_dependencies_accept_colabs_versions():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    problems = []
+    for dep in map(Requirement, deps):
+        have = COLAB_PINS.get(dep.name)
+        if have is None:
+            problems.append(f"{dep}: is it on Colab? add its version to COLAB_PINS")
+        elif not dep.specifier.contains(have, prereleases=True):
+            problems.append(f"{dep}: Colab has {have}; pip would replace it")
+    assert not problems, "\n".join(problems)
+    assert [w.name.split("-")[1] for w in COLAB_WHEELS if w.name.startswith("ipywidgets")] == [
+        COLAB_PINS["ipywidgets"]]
+
+
+def _setup_notebook():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from nbtools import INSTALLED_MARKER, setup_cell_source
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(setup_cell_source()),
+                nbformat.v4.new_code_cell("import inferbook\nprint('LATER', inferbook.__file__)")]
+    return nb, INSTALLED_MARKER
+
+
+def _run_setup(env, scratch):
+    """Run the template's setup cell and a later cell like Colab's Run all; return
+    (error text or None, the notebook)."""
+    nb, _ = _setup_notebook()
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(scratch)}})
+    try:
+        client.execute(env=env, cwd=str(scratch))
+    except Exception as err:
+        return re.sub(r"\x1b\[[0-9;]*m", "", str(err)), nb
+    return None, nb
+
+
+def _errors(nb):
+    return [(i, o.get("ename")) for i, c in enumerate(nb.cells) for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
+def test_failed_clone_stops_with_one_clear_message(bare_repo, colab_site_packages, tmp_path):
+    env = colab_env(bare_repo, tmp_path, colab_site_packages)
+    env["INFERBOOK_REPO_URL"] = str(tmp_path / "no-such-repository.git")   # a fork, a typo
+    error, nb = _run_setup(env, tmp_path)
+    assert error is not None, "the setup cell must fail when the clone fails"
+    assert _errors(nb) == [(0, "RuntimeError")], _errors(nb)   # one error; later cells never ran
+    assert "CalledProcessError" not in error and "ModuleNotFoundError" not in error, error
+    for words in ("git clone", "INFERBOOK_REPO_URL", "upload the repository", "run this cell again"):
+        assert words.lower() in error.lower(), f"{words!r} missing from: {error[-800:]}"
+
+
+def test_failed_install_is_retried_on_the_next_run(bare_repo, colab_site_packages, tmp_path):
+    _, marker = _setup_notebook()
+    env = colab_env(bare_repo, tmp_path, colab_site_packages)
+    broken = dict(env)
+    broken.pop("PIP_NO_BUILD_ISOLATION")   # isolated build needs setuptools from an index: none
+    error, nb = _run_setup(broken, tmp_path)
+    clone = Path(env["INFERBOOK_CLONE_DIR"])
+    assert error is not None and _errors(nb) == [(0, "RuntimeError")], (error, _errors(nb))
+    assert "pip install" in error and "INFERBOOK_REPO_URL" in error, error[-800:]
+    assert (clone / "pyproject.toml").is_file() and not (clone / marker).exists()
+    # the next run finds the clone, installs again (no marker yet) and goes on
+    error, nb = _run_setup(env, tmp_path)
+    assert error is None, error[-3000:]
+    assert (clone / marker).is_file()
+    later = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert f"LATER {tmp_path / 'site' / 'inferbook'}" in later, later

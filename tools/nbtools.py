@@ -3,7 +3,7 @@
     python tools/nbtools.py setup-cell              # print the canonical first cell
     python tools/nbtools.py execute NB.ipynb [...]  # execute in place from NB's folder, keep outputs
     python tools/nbtools.py strip NB.ipynb [...]    # remove outputs (exercise notebooks)
-    python tools/nbtools.py sync-setup              # rewrite every notebook's setup cell (after a URL change)
+    python tools/nbtools.py sync-setup [NB ...]     # rewrite the setup cell of every notebook (or of NB ...)
 """
 
 from __future__ import annotations
@@ -27,23 +27,55 @@ def repository_url() -> str:
     return match.group(1)
 
 
+# The marker the setup cell writes into the clone once `pip install` has succeeded: a clone
+# whose install failed (no network, a broken index) is installed again on the next run.
+INSTALLED_MARKER = ".inferbook-installed"
+
+
 def setup_cell_source() -> str:
-    """Return the source of the first code cell every notebook starts with."""
+    """Return the source of the first code cell every notebook starts with.
+
+    On Colab it clones the repository (skipped when the clone is there), installs the package
+    (skipped only when a previous install succeeded: a marker file), and changes into
+    notebooks/. A failed clone or install stops the run with one exception saying what to do
+    (set INFERBOOK_REPO_URL for a fork, or upload the repository), never a CalledProcessError
+    followed by a ModuleNotFoundError in every later cell. pip keeps what Colab already has
+    (pyproject's ranges admit Colab's versions, so nothing is upgraded).
+    """
     url = repository_url()
     name = url.rstrip("/").rsplit("/", 1)[-1]
-    return f'''# Colab set-up: clone the book, install its package (Colab's torch is kept),
-# change into notebooks/. Elsewhere it does nothing (`make` installed the package).
+    return f'''# Colab set-up: clone the book, install its package (Colab's torch and widgets are
+# kept), change into notebooks/. Elsewhere it does nothing (`make` installed it).
 # INFERBOOK_REPO_URL / INFERBOOK_CLONE_DIR override where from and where to.
 import importlib, os, subprocess, sys
 if "google.colab" in sys.modules:
+    url = os.environ.get(
+        "INFERBOOK_REPO_URL", "{url}"
+    )
     book = os.environ.get("INFERBOOK_CLONE_DIR", "/content/{name}")
-    if not os.path.isdir(book):
-        url = os.environ.get(
-            "INFERBOOK_REPO_URL", "{url}"
-        )
-        subprocess.run(["git", "clone", "--depth", "1", url, book], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", book], check=True)
-        importlib.invalidate_caches()
+    steps = []
+    if not os.path.isfile(os.path.join(book, "pyproject.toml")):
+        steps.append(["git", "clone", "--depth", "1", url, book])
+    if not os.path.isfile(os.path.join(book, "{INSTALLED_MARKER}")):
+        steps.append([sys.executable, "-m", "pip", "install", "-q", book])
+    for cmd in steps:
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            why = run.stderr.strip().splitlines() or [f"exit {{run.returncode}}"]
+            why = why[-1] if run.returncode else None
+        except OSError as err:
+            why = str(err)
+        if why:
+            tool = "git clone" if cmd[0] == "git" else "pip install"
+            raise RuntimeError(
+                f"The book's set-up failed ({{tool}}: {{why}}). From a fork or a "
+                "copy? Run os.environ['INFERBOOK_REPO_URL'] = 'https://github.com/"
+                "<you>/<repository>' in a new cell, then this cell again. No "
+                "network? Upload the repository (Files pane), unzip it to "
+                f"{{book}}, and run this cell again. Later cells need this one."
+            ) from None
+    open(os.path.join(book, "{INSTALLED_MARKER}"), "w").close()
+    importlib.invalidate_caches()
     os.chdir(book + "/notebooks")'''
 
 
@@ -94,13 +126,15 @@ def strip(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def sync_setup() -> list[Path]:
-    """Rewrite the setup cell (the first code cell) of every notebook; return the files changed.
+def sync_setup(paths: list[Path] | None = None) -> list[Path]:
+    """Rewrite the setup cell (the first code cell) of every notebook (or of `paths`); return
+    the files changed.
 
     The cell has no output, so executed notebooks stay valid for nbval.
     """
     changed = []
-    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+    for path in paths or sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        path = Path(path).resolve()
         nb = nbformat.read(path, as_version=4)
         cell = next(c for c in nb.cells if c.cell_type == "code")
         fresh = setup_cell()
@@ -120,7 +154,7 @@ if __name__ == "__main__":
         for p in paths:
             print(f"{p}: executed in {execute(Path(p)):.1f} s")
     elif command == "sync-setup":
-        for p in sync_setup():
+        for p in sync_setup([Path(p) for p in paths] or None):
             print(f"rewrote the setup cell of {p.relative_to(ROOT)}")
     elif command == "strip":
         for p in paths:

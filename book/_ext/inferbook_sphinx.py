@@ -7,8 +7,12 @@ Reading aids (every page; no notebook needs editing):
   equations scaled to fit, nothing that makes a phone-width page scroll sideways.
 * An "Open in Colab" badge under the title of every notebook page, built from the one
   repository URL in _config.yml (inline SVG: nothing is fetched from elsewhere).
-* A visible "needs a running kernel" note on every embedded ipywidget, since the rendered page
-  shows the widget as it was when the book was built.
+* One visible "needs a running kernel" note on every embedded ipywidget, since the rendered page
+  shows the widget as it was when the book was built: the chapter's own sentence saying so
+  (in the paragraphs before the widget) is styled as the note, else a standard note is added.
+* Solution pages (notebooks/solutions/) open with a banner "Solution to Exercise N.k — try the
+  exercise first" linking to the exercise; exercise pages end with a link to their solution
+  (solutions sit collapsed under Reference → Solutions, out of the reading order).
 * Alt text of a captioned figure's image is its caption (not the output's hash file name);
   table cells holding a number get the class `ib-num` (right-aligned by the CSS).
 
@@ -169,10 +173,73 @@ def _reading_aids(app, doctree, docname):
                 for i, entry in enumerate(e for e in row.children if isinstance(e, nodes.entry)):
                     if i in numeric_columns:
                         entry["classes"].append("ib-num")
-    # kernel-only widgets say so
-    for raw in list(doctree.findall(nodes.raw)):
-        if WIDGET_MIME in raw.astext() and raw.parent is not None:
-            raw.parent.insert(raw.parent.index(raw), nodes.raw("", KERNEL_NOTE, format="html"))
+    # kernel-only widgets say so, once: a chapter that already says it in the paragraph before
+    # the widget gets that paragraph styled as the note; otherwise the standard note is added
+    _kernel_notes(doctree)
+
+
+RUNNING_KERNEL = re.compile(r"needs? a running kernel", re.I)
+
+
+def _kernel_notes(doctree):
+    """Give every embedded widget exactly one "needs a running kernel" note."""
+    order = [n for n in doctree.findall() if isinstance(n, (nodes.paragraph, nodes.raw, nodes.title))]
+    last_stop = -1
+    for i, node in enumerate(order):
+        if not (isinstance(node, nodes.raw) and WIDGET_MIME in node.astext()):
+            continue
+        found = None
+        for j in range(i - 1, last_stop, -1):   # back to the previous widget or section title
+            prev = order[j]
+            if isinstance(prev, nodes.title):
+                break
+            if isinstance(prev, nodes.paragraph) and RUNNING_KERNEL.search(prev.astext()):
+                found = prev
+                break
+        last_stop = i
+        if found is not None:
+            if "ib-kernel-note" not in found["classes"]:
+                found["classes"].append("ib-kernel-note")
+        elif node.parent is not None:
+            node.parent.insert(node.parent.index(node), nodes.raw("", KERNEL_NOTE, format="html"))
+
+
+SOLUTION_TITLE = re.compile(r"(\d+\.\d+)")
+
+
+def _solution_banner(app, doctree):
+    """Open every solution page with a banner linking back to its exercise."""
+    docname = app.env.docname
+    if not docname.startswith("notebooks/solutions/"):
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        return
+    title = next(iter(section.findall(nodes.title)), None)
+    number = SOLUTION_TITLE.search(title.astext()) if title is not None else None
+    name = docname.rsplit("/", 1)[-1]
+    label = f"Exercise {number.group(1)}" if number else "the exercise"
+    banner = nodes.raw("", (
+        '<div class="ib-solution-banner" role="note"><strong>Solution to '
+        f'{html.escape(label)}</strong> — try the exercise first: '
+        f'<a href="../exercises/{html.escape(name)}.html">open {html.escape(label)}</a>. '
+        "The answers below give it away.</div>"), format="html")
+    section.insert(section.index(title) + 1 if title is not None else 0, banner)
+
+
+def _exercise_footer(app, doctree):
+    """End every exercise page with the way to its solution (solutions are not in the sidebar)."""
+    docname = app.env.docname
+    if not docname.startswith("notebooks/exercises/"):
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        return
+    name = docname.rsplit("/", 1)[-1]
+    section.append(nodes.raw("", (
+        '<p class="ib-solution-link">Done, and graded? Compare with '
+        f'<a href="../solutions/{html.escape(name)}.html">the worked solution</a>.</p>'),
+        format="html"))
 
 
 MATHJAX2_SHIM = """(function () {
@@ -213,6 +280,8 @@ def setup(app):
     app.add_directive("kv-calculator", _calculator_directive("kv-cache"))
     app.add_directive("roofline-knob", _calculator_directive("roofline"))
     app.connect("doctree-read", _add_colab_badge)
+    app.connect("doctree-read", _solution_banner)
+    app.connect("doctree-read", _exercise_footer)
     app.connect("doctree-resolved", _reading_aids)
     app.connect("html-page-context", _calculator_assets)
     # html-page-context stops at the first handler that returns a value; ours returns None and

@@ -1,6 +1,13 @@
 /* The book's reading aids that need the rendered page (loaded on every page).
-   Display equations wider than the column are scaled down to fit (to 70 % at most; past that
-   they scroll inside their own box, see inferbook.css). */
+   - Display equations wider than the column are scaled down to fit (to 70 % at most; past that
+     they scroll inside their own box, see inferbook.css).
+   - Tables printed by cells (HTML outputs, DataFrames): number cells right-aligned (class
+     ib-num, as the Sphinx extension does for Markdown tables), text cells left-aligned, and the
+     header of a mostly-numeric column right-aligned with it.
+   - Figures: every figure image is a link to the full-size image, and a tap/click opens it in
+     an overlay at its full display size (scrollable, Esc/tap closes), so the small text of a
+     plot is readable on a phone; a corner button says so. Done marks:
+     html[data-ib-tables-aligned], html[data-ib-figures-zoomable]. */
 (function () {
   "use strict";
   var MIN_SCALE = 0.7;
@@ -29,11 +36,114 @@
     }
   }
 
+
+  // --- tables -----------------------------------------------------------------------------
+  var NUMBER = /^[~≈<>≤≥±+\-−]?\s*[$]?\d[\d,_ ]*(\.\d+)?(e[+-]?\d+)?\s*[%×xA-Za-zµ\/]{0,12}$/;
+
+  function alignTables() {
+    document.querySelectorAll(".cell_output table, article table").forEach(function (table) {
+      var columns = {};
+      Array.prototype.forEach.call(table.tBodies, function (tbody) {
+        Array.prototype.forEach.call(tbody.rows, function (row) {
+          Array.prototype.forEach.call(row.cells, function (cell, i) {
+            var text = cell.textContent.trim();
+            var numeric = text !== "" && NUMBER.test(text);
+            if (cell.tagName === "TD") cell.classList.add(numeric ? "ib-num" : "ib-text");
+            (columns[i] = columns[i] || []).push(numeric);
+          });
+        });
+      });
+      if (table.tHead) {
+        Array.prototype.forEach.call(table.tHead.rows, function (row) {
+          Array.prototype.forEach.call(row.cells, function (cell, i) {
+            var flags = columns[i] || [];
+            var n = flags.filter(Boolean).length;
+            cell.classList.add(flags.length && n * 2 > flags.length ? "ib-num" : "ib-text");
+          });
+        });
+      }
+    });
+    document.documentElement.dataset.ibTablesAligned = "1";
+  }
+
+  // --- figures: tap to enlarge ---------------------------------------------------------------
+  var overlay = null;
+
+  function closeZoom() {
+    if (overlay) { overlay.remove(); overlay = null; document.body.classList.remove("ib-zoom-open"); }
+  }
+
+  function openZoom(img) {
+    closeZoom();
+    var full = new Image();
+    full.src = img.currentSrc || img.src;
+    full.alt = img.alt;
+    full.className = "ib-zoom-img";
+    // the width the figure was drawn for (its display size in the notebook), never less than
+    // the width it has on the page
+    var drawn = parseFloat(img.style.width) || parseFloat(img.getAttribute("width")) ||
+      (img.naturalWidth ? img.naturalWidth / 2 : 0);
+    full.style.width = Math.max(drawn, img.getBoundingClientRect().width) + "px";
+    overlay = document.createElement("div");
+    overlay.className = "ib-zoom";
+    overlay.setAttribute("role", "dialog");
+    overlay.setAttribute("aria-label", "Enlarged figure");
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "ib-zoom-close";
+    close.setAttribute("aria-label", "Close the enlarged figure");
+    close.textContent = "\u00d7 Close";
+    var hint = document.createElement("p");
+    hint.className = "ib-zoom-hint";
+    hint.textContent = "Full size: scroll or pinch to move around. Tap outside or press Esc to close.";
+    var box = document.createElement("div");
+    box.className = "ib-zoom-box";
+    box.appendChild(full);
+    overlay.appendChild(close);
+    overlay.appendChild(hint);
+    overlay.appendChild(box);
+    overlay.addEventListener("click", function (e) {
+      if (e.target === overlay || e.target === close || e.target === hint) closeZoom();
+    });
+    document.body.appendChild(overlay);
+    document.body.classList.add("ib-zoom-open");
+    close.focus();
+  }
+
+  function zoomableFigures() {
+    document.querySelectorAll("article figure img, article .cell_output img").forEach(function (img) {
+      if (img.closest("a") || img.closest(".ib-zoomable") || img.closest(".ib-calc")) return;
+      var link = document.createElement("a");
+      link.href = img.getAttribute("src");
+      link.className = "ib-zoomable";
+      link.title = "Enlarge the figure";
+      img.parentNode.insertBefore(link, img);
+      link.appendChild(img);
+      var badge = document.createElement("span");
+      badge.className = "ib-zoom-badge";
+      badge.setAttribute("aria-hidden", "true");
+      badge.textContent = "\u2922 tap to enlarge";
+      link.appendChild(badge);
+      link.addEventListener("click", function (e) {
+        if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;  // new tab: the image
+        e.preventDefault();
+        openZoom(img);
+      });
+    });
+    document.addEventListener("keydown", function (e) { if (e.key === "Escape") closeZoom(); });
+    document.documentElement.dataset.ibFiguresZoomable = "1";
+  }
+
+  function pageAids() {
+    alignTables();
+    zoomableFigures();
+  }
+
   var timer = null;
   window.addEventListener("resize", function () {
     clearTimeout(timer);
     timer = setTimeout(fitMath, 150);
   });
-  if (document.readyState === "complete") whenTypeset();
-  else window.addEventListener("load", whenTypeset);
+  if (document.readyState === "complete") { pageAids(); whenTypeset(); }
+  else window.addEventListener("load", function () { pageAids(); whenTypeset(); });
 })();

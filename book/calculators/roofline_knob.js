@@ -6,7 +6,13 @@
  * in the page (optional defaults: data-model, data-gpu, data-batch, data-context).
  *
  * The arithmetic mirrors inferbook.roofline.forward_cost (new_tokens=1, 2-byte values),
- * attainable_flops and bound; tests/test_book.py compares the two on a grid.
+ * attainable_flops and bound, with two refinements for models that are not dense MHA/GQA:
+ * - MoE (Mixtral, DeepSeek): a token's FLOPs use the *active* parameters (its routed experts),
+ *   while every expert's weights are read (a batch of a few sequences touches them all);
+ * - MLA (DeepSeek): the cache holds kv_lora_rank + qk_rope_head_dim values per token and layer
+ *   (the compressed latent), not 2 x kv_heads x head_dim.
+ * For dense models this is forward_cost exactly; tests/test_book.py compares it with the package
+ * on a grid and checks the first answer the page shows.
  */
 (function () {
   "use strict";
@@ -14,13 +20,15 @@
 
   // --- inferbook.roofline, in JavaScript ------------------------------------------------------
   function decodeStep(m, g, batch, past) {
-    var nParams = m.n_params, nLayer = m.num_hidden_layers;
+    var nParams = m.n_params, nActive = m.n_active_params || m.n_params;
+    var nLayer = m.num_hidden_layers;
     var dAttn = m.num_attention_heads * m.head_dim, kvDim = m.num_key_value_heads * m.head_dim;
     var newTokens = 1, bytesPerValue = 2;
     var tokens = batch * newTokens;
     var pairs = batch * (newTokens * past + newTokens * (newTokens + 1) / 2);
-    var flops = 2 * nParams * tokens + 4 * dAttn * pairs * nLayer;
-    var kvBytes = 2 * kvDim * nLayer * bytesPerValue * batch * (past + newTokens);
+    var flops = 2 * nActive * tokens + 4 * dAttn * pairs * nLayer;
+    var kvValues = m.is_mla ? m.kv_lora_rank + m.qk_rope_head_dim : 2 * kvDim;  // per token, layer
+    var kvBytes = kvValues * nLayer * bytesPerValue * batch * (past + newTokens);
     var bytesMoved = nParams * bytesPerValue + kvBytes;
     var intensity = flops / bytesMoved;
     var peak = g.fp16_tensor_flops, bw = g.hbm_bytes_per_s;
@@ -83,7 +91,7 @@
   function mount(root, P) {
     var d = root.dataset;
     var gpus = Object.keys(P.gpus).filter(function (n) { return P.gpus[n].fp16_tensor_flops; });
-    var models = Object.keys(P.models).filter(function (n) { return !P.models[n].is_mla; });
+    var models = Object.keys(P.models);
     function select(name, label, options, value) {
       var s = el("select", {name: name});
       options.forEach(function (o) {
@@ -92,8 +100,11 @@
       return el("label", {}, [el("span", {}, [label]), s]);
     }
     function range(name, label, value, min, max, step) {
-      var input = el("input", {name: name, type: "range", value: String(value), min: String(min),
-                               max: String(max), step: String(step)});
+      // min, max and step before the value: a range input clamps its value to the bounds it
+      // has when the value is set (max defaults to 100), so the order decides the first answer
+      var input = el("input", {name: name, type: "range", min: String(min), max: String(max),
+                               step: String(step)});
+      input.value = String(value);
       var shown = el("output", {"data-key": name + "_shown"});
       return el("label", {}, [el("span", {}, [label, " ", shown]), input]);
     }

@@ -34,6 +34,15 @@ class DeviceReport:
             where = f"GPU {self.name}, compute capability {major}.{minor} (sm{major}{minor})"
         return f"device: {where} | torch {self.torch_version} | Python {self.python_version}"
 
+    # A cell ending in `setup(seed=0)` shows its value: the readable line, not the dataclass repr
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<code>{html.escape(str(self))}</code>"
+
 
 def device_report() -> DeviceReport:
     """Return what this kernel computes on: the first CUDA GPU if there is one, else the CPU."""
@@ -185,3 +194,55 @@ def claim(holds: bool, sentence: str) -> None:
     """
     if not holds:
         raise AssertionError(f"the prose claims something the numbers no longer support: {sentence}")
+
+
+_NUMBER = None
+
+
+def _is_number_text(text: str) -> bool:
+    """Return True for a cell that reads as a number: "1,024", "3.5 GB", "12 %", "2.0×"."""
+    import re
+
+    global _NUMBER
+    if _NUMBER is None:  # the rule the book's CSS/JS use to right-align table cells
+        _NUMBER = re.compile(
+            r"^[~≈<>≤≥±+\-−]?\s*[$]?\d[\d,_ ]*(\.\d+)?(e[+-]?\d+)?\s*[%×xA-Za-zµ/]{0,12}$"
+        )
+    return bool(_NUMBER.match(text.strip()))
+
+
+def html_table(header, rows, caption: str | None = None):
+    """Return an HTML table (an IPython `HTML` object) that reads well in the book and in Jupyter.
+
+    Cells are formatted with `str`; cells that read as numbers ("1,024", "3.5 GB", "2.0×") are
+    right-aligned, text is left-aligned, and a column's header follows its cells. Every row
+    must have as many cells as `header`.
+    """
+    import html as _html
+
+    from IPython.display import HTML
+
+    header = [str(h) for h in header]
+    rows = [[str(c) for c in row] for row in rows]
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(
+                f"html_table: row {i} has {len(row)} cells, the header has {len(header)}"
+            )
+    numeric = [
+        bool(rows) and sum(_is_number_text(r[j]) for r in rows) * 2 > len(rows)
+        for j in range(len(header))
+    ]
+
+    def cell(tag, text, right):
+        align = "right" if right else "left"
+        cls = "ib-num" if right else "ib-text"
+        return f'<{tag} class="{cls}" style="text-align:{align}">{_html.escape(text)}</{tag}>'
+
+    head = "".join(cell("th", h, numeric[j]) for j, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", c, _is_number_text(c)) for c in row) + "</tr>"
+        for row in rows
+    )
+    cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
+    return HTML(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
