@@ -78,3 +78,30 @@ def test_num_kv_splits_fills_the_sms_but_keeps_chunks_long():
     for bad in (0, -3, True, 2.5):
         with pytest.raises(ValueError, match="batch"):
             num_kv_splits(bad, 8, 1024, 132)
+
+
+def test_smem_bandwidth_matches_the_flashattention_papers_a100_estimate():
+    from inferbook.roofline import smem_bytes_per_s
+
+    assert smem_bytes_per_s(gpu("A100 80GB")) == pytest.approx(19.5e12, rel=0.01)
+    assert smem_bytes_per_s(gpu("H100 SXM")) == pytest.approx(33.45e12, rel=0.01)
+    with pytest.raises(ValueError, match="clock"):
+        smem_bytes_per_s(gpu("T4"))
+    with pytest.raises(ValueError, match="clock_hz"):
+        smem_bytes_per_s(gpu("H100 SXM"), clock_hz=-1.0)
+
+
+def test_attention_ceiling_t4_fma_kernel_cannot_double_sdpa_math():
+    from inferbook.roofline import FP32_FMA_FLOPS, attention_ceiling_flops
+
+    t4 = gpu("T4")
+    math_ceiling = attention_ceiling_flops(t4, 4096, 64, "standard")
+    ours = attention_ceiling_flops(t4, 4096, 64, "flash", peak_flops=FP32_FMA_FLOPS["T4"])
+    assert ours == FP32_FMA_FLOPS["T4"]                    # FMA-bound, not memory-bound
+    assert math_ceiling == pytest.approx(4096 * 64 / (2 * 4160) * t4.hbm_bytes_per_s)
+    assert ours / math_ceiling < 1 < 2                     # 2x SDPA-math is out of reach
+    h100 = gpu("H100 SXM")
+    assert attention_ceiling_flops(h100, 8192, 64, "flash") > attention_ceiling_flops(
+        h100, 8192, 64, "standard")
+    with pytest.raises(ValueError, match="algorithm"):
+        attention_ceiling_flops(h100, 1024, 64, "paged")

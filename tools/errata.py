@@ -510,17 +510,14 @@ def _ch3_under_use() -> str:
 
 # ---- chapter 4 -------------------------------------------------------------------------------
 
-def smem_bandwidth(num_sms: int, clock_hz: float, bytes_per_clock: int = 128) -> float:
-    """Return shared-memory bandwidth: SMs × 128 B per clock (32 banks × 4 B) × clock."""
-    return num_sms * bytes_per_clock * clock_hz
-
-
 def _ch4_sram() -> str:
     from inferbook.hardware import gpu
 
+    from inferbook.roofline import BOOST_CLOCK_HZ, smem_bytes_per_s
+
     h100, a100 = gpu("H100 SXM"), gpu("A100 80GB")
-    h100_bw = smem_bandwidth(h100.num_sms, 1.98e9)
-    a100_bw = smem_bandwidth(a100.num_sms, 1.41e9)
+    h100_bw, a100_bw = smem_bytes_per_s(h100), smem_bytes_per_s(a100)
+    assert BOOST_CLOCK_HZ[h100.name] == 1.98e9 and BOOST_CLOCK_HZ[a100.name] == 1.41e9
     assert 25e12 < h100_bw < 35e12 and abs(a100_bw - 19e12) < 1e12
     return ("256 KB is the combined L1/shared-memory array of an SM; an SM can hand at most "
             f"{h100.smem_bytes_per_sm // 1024} KiB of it to shared memory and one thread block at "

@@ -159,3 +159,46 @@ def critical_tokens(gpu: GPU, flops_per_token: float, weight_bytes: float) -> fl
         raise ValueError("flops_per_token and weight_bytes must be positive, got "
                          f"{flops_per_token!r} and {weight_bytes!r}")
     return gpu.ridge_flops_per_byte * weight_bytes / flops_per_token
+
+
+# Boost clocks, Hz, for the shared-memory bandwidth below (NVIDIA's A100 and H100 SXM
+# specifications: 1410 MHz and 1980 MHz).
+BOOST_CLOCK_HZ: dict[str, float] = {"A100 40GB": 1.41e9, "A100 80GB": 1.41e9, "H100 SXM": 1.98e9}
+
+
+def smem_bytes_per_s(gpu: GPU, clock_hz: float | None = None, bytes_per_clock: int = 128) -> float:
+    """Return the GPU's total shared-memory bandwidth: SMs × 128 B per clock × clock.
+
+    Each SM's shared memory has 32 banks of 4 bytes, one access per bank per clock (CUDA C++
+    Programming Guide), so 128 B per clock per SM. `clock_hz` defaults to `BOOST_CLOCK_HZ`.
+    """
+    clock = BOOST_CLOCK_HZ.get(gpu.name) if clock_hz is None else clock_hz
+    if clock is None or gpu.num_sms is None:
+        raise ValueError(f"smem_bytes_per_s: no clock or SM count for {gpu.name}; pass clock_hz")
+    if not clock > 0:
+        raise ValueError(f"smem_bytes_per_s: clock_hz must be positive, got {clock!r}")
+    return gpu.num_sms * bytes_per_clock * clock
+
+
+def attention_ceiling_flops(gpu: GPU, n: int, d: int, algorithm: str,
+                            peak_flops: float | None = None, bytes_per_element: int = 2) -> float:
+    """Return the roofline ceiling, FLOP/s, of one attention forward on `gpu` (fp16 by default).
+
+    algorithm "standard": intensity N d / (b (N + d)) (S and P through HBM); "flash": the
+    intensity of `io_model.flash_attention_io` with an SRAM of the GPU's shared memory per
+    block. `peak_flops` replaces the tensor-core peak (e.g. `FP32_FMA_FLOPS` for a kernel whose
+    matmuls compile to FMA instructions).
+    """
+    from .io_model import attention_intensity, flash_attention_io, standard_attention_intensity
+
+    if algorithm == "standard":
+        intensity = standard_attention_intensity(n, d, bytes_per_element)
+    elif algorithm == "flash":
+        sram = gpu.smem_bytes_per_block // bytes_per_element
+        intensity = attention_intensity(flash_attention_io(n, d, sram), bytes_per_element)
+    else:
+        raise ValueError(f"algorithm must be 'standard' or 'flash', got {algorithm!r}")
+    peak = gpu.fp16_tensor_flops if peak_flops is None else peak_flops
+    if peak is None:
+        raise ValueError(f"{gpu.name} has no published FP16 peak; pass peak_flops")
+    return min(peak, intensity * gpu.hbm_bytes_per_s)
