@@ -407,3 +407,13 @@ def test_the_cache_keeps_its_books_in_a_block_manager():
     k_c, _ = c.gather(0, "c")
     assert torch.equal(k_c[:6], torch.ones(6, 2, 3)) and c.copies == 1
     check_invariants(c)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda c: c.write(0, torch.tensor([[0]]), torch.zeros(1, 2, 3), torch.zeros(1, 2, 3)), "1-D"),
+    (lambda c: paged_attention([1.0], c.k_pool[0], c.v_pool[0], [0], 1), "q must be"),
+    (lambda c: paged_decode_attention(torch.zeros(1, 2, 3), [0], c.v_pool[0], [[0]], [1]), "k_pool"),
+])
+def test_wrong_kinds_of_tensor_arguments_are_named(call, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(small_cache())

@@ -188,3 +188,19 @@ def test_forked_scoring_equals_reencoding_one_by_one_and_batched():
         score_forked(model, prompt, ragged, batch=True)
     with pytest.raises(ValueError):
         score_forked(model, [], same_len)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda p: p.lookup([1, 2], max_tokens=-1), "max_tokens"),
+    (lambda p: p.evict(0), "not cached"),
+    (lambda p: p.is_cached("0"), "block"),
+    (lambda p: replay([], 4), "at least one"),
+    (lambda p: replay([([1], [2])], 4, caching="yes"), "caching"),
+    (lambda p: replay([(1, 2)], 4), "prompt"),
+    (lambda p: replay([([1] * 40, [2])], 2, block_size=4), "num_blocks"),
+    (lambda p: replay("ab", 4), "requests"),
+])
+def test_bad_calls_name_the_argument(call, match):
+    p = PrefixCache(BlockAllocator(4, 4))
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(p)

@@ -120,7 +120,8 @@ class Engine:
         if not isinstance(model, GPT):
             raise TypeError(f"model must be a gpt.GPT, got {type(model).__name__}")
         validate.one_of("clock", clock, ("wall", "cpu", "steps"))
-        validate.one_of("prefix_caching", prefix_caching, (True, False))
+        if type(prefix_caching) is not bool:
+            raise TypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
         self.model = model.eval()
         dtype = next(model.parameters()).dtype
         self.cache = PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)

@@ -177,7 +177,9 @@ class PagedKVCache:
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store k, v ([n, n_kv_heads, head_dim]) at flat `slots` ([n]) of `layer`."""
         validate.integer("layer", layer, 0, self.n_layers - 1)
-        empty = isinstance(slots, torch.Tensor) and slots.numel() == 0 and slots.dim() == 1
+        if isinstance(slots, torch.Tensor) and slots.dim() != 1:
+            raise ValueError(f"slots must be a 1-D tensor of slot indices, got shape {tuple(slots.shape)}")
+        empty = isinstance(slots, torch.Tensor) and slots.numel() == 0
         if not (empty and not slots.dtype.is_floating_point and slots.dtype != torch.bool):
             # (the empty slots that append_slots(seq_id, 0) returns are accepted: nothing to store)
             validate.int_tensor("slots", slots, 0, self.allocator.num_blocks * self.block_size,
@@ -374,6 +376,9 @@ class BatchCacheView:
 
 
 def _check_attention_inputs(q, n_heads, k_pool, v_pool):
+    for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if k_pool.shape != v_pool.shape or k_pool.dim() != 4:
         raise ValueError(f"k_pool and v_pool must both be [num_blocks, block_size, n_kv_heads, head_dim], "
                          f"got {tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
@@ -399,6 +404,8 @@ def paged_attention(
     physical blocks (at least ⌈context_len / block_size⌉). Query heads are grouped onto KV heads
     (GQA) when n_heads is a multiple of n_kv_heads.
     """
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor [n_heads, n_q, head_dim], got {type(q).__name__}")
     if q.dim() != 3:
         raise ValueError(f"q must be [n_heads, n_q, head_dim], got {tuple(q.shape)}")
     group = _check_attention_inputs(q, q.shape[0], k_pool, v_pool)
@@ -435,6 +442,8 @@ def paged_decode_attention(
     `block_tables[b]`. Tables are padded to the longest and positions past each length masked,
     as a batched decode kernel does.
     """
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor [batch, n_heads, head_dim], got {type(q).__name__}")
     if q.dim() != 3 or q.shape[0] != len(block_tables) or len(block_tables) != len(context_lens):
         raise ValueError(f"q must be [batch, n_heads, head_dim] with batch = len(block_tables) = "
                          f"len(context_lens); got q {tuple(q.shape)}, {len(block_tables)} tables, "

@@ -88,10 +88,13 @@ class PrefixCache:
 
     # --- hooks the allocator calls ---------------------------------------------------------
     def is_cached(self, block: int) -> bool:
-        return block in self._hash_of
+        """Return whether `block` holds an indexed prefix (hashed tokens that may be hit)."""
+        return validate.integer("block", block, 0, self.allocator.num_blocks - 1) in self._hash_of
 
     def evict(self, block: int) -> None:
         """Forget `block` (the allocator is about to reuse it for other tokens)."""
+        if not self.is_cached(block):
+            raise ValueError(f"block {block} is not cached; only a cached block can be evicted")
         h = self._hash_of.pop(block)
         del self._block_of[h]
         self.evictions += 1
@@ -109,7 +112,8 @@ class PrefixCache:
     def lookup(self, tokens: Sequence[int], max_tokens: int | None = None) -> list[int]:
         """Return the blocks of the longest cached prefix of `tokens` (≤ max_tokens tokens); no refs taken."""
         tokens = validate.int_list("tokens", tokens, minimum=0)
-        limit = len(tokens) if max_tokens is None else min(validate.integer("max_tokens", max_tokens), len(tokens))
+        limit = len(tokens) if max_tokens is None else min(
+            validate.non_negative_int("max_tokens", max_tokens), len(tokens))
         blocks = []
         for h in block_hashes(tokens[: max(0, limit - limit % self.block_size)], self.block_size):
             block = self._block_of.get(h)
@@ -125,7 +129,7 @@ class PrefixCache:
         model to give the logits of the first new token.
         """
         tokens = validate.int_list("tokens", tokens, minimum=0)
-        blocks = self.lookup(tokens, max_tokens=len(tokens) - 1)
+        blocks = self.lookup(tokens, max_tokens=max(0, len(tokens) - 1))
         for b in blocks:
             self.allocator.incref(b)  # a free cached block leaves the free list
         self.query_tokens += len(tokens)
@@ -243,6 +247,27 @@ class ReplayStats:
         return 1 - self.prefill_tokens / self.prompt_tokens
 
 
+def _check_replay(requests, num_blocks: int, block_size: int) -> list[tuple[list[int], list[int]]]:
+    """Return `requests` as (prompt, reply) token lists; raise unless each fits the pool alone."""
+    if isinstance(requests, (str, bytes)):
+        raise TypeError("requests must be a list of (prompt tokens, reply tokens) pairs")
+    out = []
+    for i, pair in enumerate(requests):
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ValueError(f"requests[{i}] must be a (prompt tokens, reply tokens) pair, got {pair!r}")
+        prompt = validate.int_list(f"requests[{i}] prompt", pair[0], minimum=0)
+        reply = validate.int_list(f"requests[{i}] reply", pair[1], minimum=0)
+        if not prompt:
+            raise ValueError(f"requests[{i}]: the prompt needs at least one token")
+        if ceil_div(len(prompt) + len(reply), block_size) > num_blocks:
+            raise ValueError(f"requests[{i}] needs {ceil_div(len(prompt) + len(reply), block_size)} "
+                             f"blocks; the pool has num_blocks={num_blocks}")
+        out.append((prompt, reply))
+    if not out:
+        raise ValueError("requests must hold at least one (prompt, reply) pair")
+    return out
+
+
 def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True) -> ReplayStats:
     """Run `requests` one at a time through a paged cache with (or without) prefix caching.
 
@@ -252,6 +277,9 @@ def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True
     reused and computed prompt tokens are exact.
     """
     allocator = BlockAllocator(num_blocks, block_size)
+    if type(caching) is not bool:
+        raise TypeError(f"caching must be True or False, got {caching!r}")
+    requests = _check_replay(requests, num_blocks, block_size)
     cache = BlockManager(allocator)
     prefix = PrefixCache(allocator) if caching else None
     hit = prompt_total = 0

@@ -289,7 +289,9 @@ class CostExecutor:
             raise TypeError(f"cost must have a step_time(shapes) method (a CostModel), got "
                             f"{type(cost).__name__}")
         self.cost = cost
-        self.decode_only_cost = validate.one_of("decode_only_cost", decode_only_cost, (True, False))
+        if type(decode_only_cost) is not bool:
+            raise TypeError(f"decode_only_cost must be True or False, got {decode_only_cost!r}")
+        self.decode_only_cost = decode_only_cost
         self.t = 0.0
 
     def check(self, request: Request) -> None:
@@ -323,7 +325,8 @@ def serve_simulated(requests: list[Request], cost: CostModel, *, num_blocks: int
     block books of `num_blocks` blocks (`blocks.BlockManager`); the step executor is a
     `CostExecutor`. All arguments are checked before anything runs.
     """
-    validate.one_of("prefix_caching", prefix_caching, (True, False))
+    if type(prefix_caching) is not bool:
+        raise TypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
     books = bookkeeping_cache(num_blocks, block_size)
     prefix = PrefixCache(books.allocator) if prefix_caching else None
     sched = Scheduler(books, max_num_seqs, max_num_batched_tokens, policy, chunked_prefill, prefix)
@@ -506,7 +509,8 @@ class Deployment:
         _gpu(self.gpu)
         for name in ("tp", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             validate.positive_int(name, getattr(self, name))
-        validate.one_of("chunked_prefill", self.chunked_prefill, (True, False))
+        if type(self.chunked_prefill) is not bool:
+            raise TypeError(f"chunked_prefill must be True or False, got {self.chunked_prefill!r}")
         sizing.get_dtype(self.kv_dtype), sizing.get_dtype(self.weight_dtype)
         if not isinstance(self.eff, Efficiency):
             raise TypeError(f"eff must be an Efficiency, got {type(self.eff).__name__}")

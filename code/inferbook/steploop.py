@@ -121,7 +121,8 @@ class Scheduler:
         validate.one_of("policy", policy, ("continuous", "static"))
         validate.positive_int("max_num_seqs", max_num_seqs)
         validate.positive_int("max_num_batched_tokens", max_num_batched_tokens)
-        validate.one_of("chunked_prefill", chunked_prefill, (True, False))
+        if type(chunked_prefill) is not bool:
+            raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
         if prefix_cache is not None and getattr(prefix_cache, "allocator", None) is not cache.allocator:
             raise ValueError("prefix_cache must index the blocks of this cache's allocator")
         self.cache, self.prefix_cache = cache, prefix_cache
