@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .recommend import PRIORITIES, WORKLOAD_KINDS, Workload, recommend
@@ -38,12 +39,43 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+# The names recommend() and Workload use in their errors, and the flags a user typed.
+FLAGS = {
+    "context_tokens": "--context", "typical_tokens": "--typical", "concurrency": "--concurrency",
+    "shared_prefix_tokens": "--shared-prefix", "output_tokens": "--output-tokens",
+    "priority": "--priority", "tpot_target_ms": "--tpot-ms",
+    "throughput_target_tok_s": "--throughput", "acceptance_rate": "--acceptance-rate",
+    "draft_model": "--draft-model", "served_model": "--served-model",
+    "request_rate": "--request-rate", "ttft_p90_s": "--ttft-p90", "tpot_p90_s": "--tpot-p90",
+    "GPU count": "--num-gpus", "unknown GPU preset": "unknown --gpu", "name: unknown": "unknown",
+    "unknown model preset": "unknown --model", "workload kind": "--workload",
+    "Workload(output_tokens=...)": "--output-tokens",
+}
+
+
+def flag_message(err: Exception) -> str:
+    """Return an error message in the command line's words (the flags, not the field names)."""
+    text = str(err)
+    for name in sorted(FLAGS, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w])", FLAGS[name], text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (0 plan, 1 refusal, 2 invalid input)."""
     ap = _parser()
     args = ap.parse_args(argv)
     if args.update_skill:
-        names = update_skill_file(args.update_skill)
+        try:
+            names = update_skill_file(args.update_skill)
+        except OSError as err:
+            print(f"error: --update-skill {args.update_skill}: cannot read or write the skill "
+                  f"file ({err.strerror or err}); pass the path of "
+                  "outputs/skill-inference-optimizer.md", file=sys.stderr)
+            return 2
+        except ValueError as err:
+            print(f"error: --update-skill {args.update_skill}: {err}", file=sys.stderr)
+            return 2
         print(f"updated {len(names)} examples in {args.update_skill}")
         return 0
     if not args.model or not args.gpu:
@@ -59,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                            served_model=args.served_model, request_rate=args.request_rate,
                            ttft_p90_s=args.ttft_p90, tpot_p90_s=args.tpot_p90)
     except (ValueError, TypeError, NotImplementedError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {flag_message(err)}", file=sys.stderr)
         return 2
     print(render_markdown(result))
     return 0 if result.ok else 1

@@ -1,0 +1,172 @@
+"""Every emitted command starts: the pinned engines' flags, value types and start-up validation,
+SGLang's own memory fraction, fp8 only where SGLang runs it, and the CLI's error messages.
+
+The engines' argument data (flags, choices) were read from the pinned wheels
+(`data/vllm_args.json`, `data/sglang_args.json`); the validation rules `check_command` applies
+quote their source lines. With `SGLANG_SRC` (or `VLLM_SRC`) pointing at the unpacked wheel,
+`test_sglang_quotes_are_in_the_wheel` re-reads each quoted line at its stated line number.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from inferbook import sglang_rules
+from inferbook.cli import main
+from inferbook.commands import DATA, check_command
+from inferbook.hardware import gpu
+from inferbook.recommend import Workload, recommend
+
+GRID = list(itertools.product(
+    ["Llama-3.1-8B", "Qwen2.5-7B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3", "Gemma-2-9B",
+     "DeepSeek-V2-Lite"],
+    ["1xT4", "1xL4", "2xA100 40GB", "4xA100", "1xH100", "8xH100", "8xH200", "8xB200"],
+    [Workload("chat", context_tokens=8192), Workload("batch", context_tokens=4096),
+     Workload("agent", context_tokens=16384, typical_tokens=4096, shared_prefix_tokens=2000,
+              concurrency=300),
+     Workload("rag", context_tokens=32768, concurrency=20000)]))
+
+
+def _plans():
+    return [p for m, g, w in GRID if (p := recommend(m, g, w)).ok]
+
+
+PLANS = _plans()
+
+
+def test_grid_commands_pass_the_engines_checks():
+    assert len(PLANS) > 80
+    for p in PLANS:
+        assert check_command(p.vllm_argv, "vllm") == [], p.vllm_command
+        if p.sglang_argv:
+            assert check_command(p.sglang_argv, "sglang") == [], p.sglang_command
+        assert p.max_num_seqs <= p.max_num_batched_tokens
+        for _, alt in p.alternatives:
+            if alt.value is not None:
+                assert check_command(["vllm", "serve", "m", *alt.value["vllm_flags"]],
+                                     "vllm") == []
+                assert check_command(["python", "-m", "sglang.launch_server",
+                                      *alt.value["sglang_flags"]], "sglang") == []
+
+
+@pytest.mark.parametrize("argv, engine, words", [
+    (["vllm", "serve", "m", "--max-num-seqs", "4096", "--max-num-batched-tokens", "2048"],
+     "vllm", "max_num_batched_tokens must be >= max_num_seqs"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "1.2"], "vllm", "(0, 1]"),
+    (["vllm", "serve", "m", "--max-num-seqs", "many"], "vllm", "not an integer"),
+    (["vllm", "serve", "m", "--async-scheduling", "--speculative-config",
+      '{"method":"suffix"}'], "vllm", "suffix"),
+    (["python", "-m", "sglang.launch_server", "--mem-fraction-static", "1.5"], "sglang",
+     "(0, 1)"),
+    (["python", "-m", "sglang.launch_server", "--tp-size", "4", "--ep-size", "3"], "sglang",
+     "divide"),
+    (["python", "-m", "sglang.launch_server", "--enable-dp-attention"], "sglang", "deprecated"),
+])
+def test_checker_rejects_what_the_engines_refuse(argv, engine, words):
+    assert any(words in x for x in check_command(argv, engine)), check_command(argv, engine)
+
+
+def test_sglang_fraction_is_sglangs_own_rule():
+    # H100, TP=1, chunked prefill 8192, 1024 running requests: by hand from memory_hook.py
+    mib = gpu("H100").cuda_total_bytes / 2**20
+    m = sglang_rules.mem_fraction_static(mib, tp=1, chunked_prefill_size=8192,
+                                         max_running_requests=1024)
+    prefill_buckets = len(sglang_rules.prefill_graph_sizes(8192))
+    reserved = 512 + 1.5 * 8192 + 1 / 8 * 1024 + 2 * 256 + 8 * prefill_buckets
+    assert m.reserved_mib == pytest.approx(max(reserved, 10 * 1024))
+    assert m.mem_fraction_static == round((mib - m.reserved_mib) / mib, 3)
+    assert m.mem_fraction_static < 0.92          # not vLLM's utilization
+    # a T4 (under 20 GiB): 2048-token chunks, decode graphs up to 8, no 10 GiB floor
+    t4 = sglang_rules.mem_fraction_static(gpu("T4").cuda_total_bytes / 2**20, tp=1)
+    assert (t4.chunked_prefill_size, t4.decode_graph_max_bs, t4.floor_applied) == (2048, 8,
+                                                                                  False)
+    p = recommend("Llama-3.1-8B", "1xH100", Workload("chat", context_tokens=8192))
+    assert f"--mem-fraction-static {p.sglang.value.mem_fraction_static:.3f}" in p.sglang_command
+
+
+def test_no_fp8_for_sglang_below_sm80():
+    t4 = recommend("Qwen2.5-7B", "1xT4", Workload("chat", context_tokens=8192))
+    assert t4.quantization == "fp8" and t4.sglang_argv == ()
+    assert "sm80" in t4.sglang.reason and any("no SGLang command" in x for x in t4.warnings)
+    for p in PLANS:
+        if p.sglang_argv and gpu(p.gpu).compute_capability < (8, 0):
+            assert "fp8" not in " ".join(p.sglang_argv)
+
+
+def test_qwen_instruct_context_limit():
+    short = recommend("Qwen2.5-7B", "1xH100", Workload("chat", context_tokens=32768))
+    assert "--hf-overrides" not in short.vllm_argv
+    long = recommend("Qwen2.5-7B", "1xH100", Workload("chat", context_tokens=65536))
+    rope = json.loads(long.hf_overrides)["rope_parameters"]
+    assert rope["rope_type"] == "yarn" and rope["original_max_position_embeddings"] == 32768
+    assert "--json-model-override-args" in long.sglang_argv
+    too_long = recommend("Qwen2.5-7B", "1xH100", Workload("chat", context_tokens=131073))
+    assert not too_long.ok
+    base = recommend("Qwen2.5-7B", "1xH100", Workload("batch", context_tokens=65536))
+    assert base.served_model == "Qwen/Qwen2.5-7B" and base.hf_overrides is None
+
+
+def test_async_scheduling_under_model_runner_v2():
+    from inferbook import rules
+    assert rules.decide_async_scheduling(None, 2).value is True       # V2 overlaps PP
+    assert rules.max_concurrent_batches(2, True) == 3
+    assert rules.decide_async_scheduling("eagle3", 1).value is True
+    assert rules.decide_async_scheduling("suffix", 1).value is False  # V2 has no suffix drafting
+    agent = recommend("Llama-3.1-8B", "1xH100", Workload("agent", context_tokens=8192))
+    assert agent.speculation.method == "suffix" and "--async-scheduling" not in agent.vllm_argv
+
+
+def test_refusals_suggest_only_what_would_work():
+    r = recommend("Llama-3.1-405B", "2xA100", Workload("chat", context_tokens=8192))
+    assert not r.ok
+    assert not any("max-model-len" in s for s in r.suggestions)   # weights alone exceed it
+    for s in r.suggestions:
+        if s.startswith("at least"):
+            n = int(s.split()[2].split("x")[0])
+            assert recommend("Llama-3.1-405B", f"{n}xA100",
+                             Workload("chat", context_tokens=8192)).ok
+
+
+def test_dp_attention_alternative_for_moe_and_mla():
+    for m, g in (("DeepSeek-V3", "8xH200"), ("Mixtral-8x7B", "4xH100")):
+        p = recommend(m, g, Workload("chat", context_tokens=16384, concurrency=256))
+        alt = dict(p.alternatives)["dp attention + expert parallel"]
+        assert alt.value is not None and alt.value["held"] > 0 and alt.value["tokens_per_s"] > 0
+        assert "--enable-expert-parallel" in alt.value["vllm_flags"]
+        assert "--attn-dp-size" in alt.value["sglang_flags"]
+
+
+def test_cli_errors_name_the_flags(capsys):
+    assert main(["--model", "Llama-3.1-8B", "--gpu", "H100", "--context", "-5"]) == 2
+    err = capsys.readouterr().err
+    assert "--context" in err and "context_tokens" not in err
+    assert main(["--model", "Llama-3.1-8B", "--gpu", "H100", "--typical", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "--typical" in err and "--context" in err and "_tokens" not in err
+    assert main(["--model", "Llama-3.1-8B", "--gpu", "H100", "--num-gpus", "0"]) == 2
+    assert "--num-gpus" in capsys.readouterr().err
+    assert main(["--model", "Llama-3.1-8B", "--gpu", "Z9"]) == 2
+    assert "--gpu" in capsys.readouterr().err
+
+
+def test_update_skill_with_a_missing_path_is_an_error_not_a_traceback(capsys, tmp_path):
+    assert main(["--update-skill", str(tmp_path / "missing.md")]) == 2
+    err = capsys.readouterr().err
+    assert "--update-skill" in err and "Traceback" not in err
+    other = tmp_path / "other.md"
+    other.write_text("no generated blocks here\n")
+    assert main(["--update-skill", str(other)]) == 2
+    assert other.read_text() == "no generated blocks here\n"      # a rejected call changes nothing
+
+
+@pytest.mark.skipif(not os.environ.get("SGLANG_SRC"), reason="SGLANG_SRC: the unpacked wheel")
+def test_sglang_quotes_are_in_the_wheel():
+    root = Path(os.environ["SGLANG_SRC"])
+    for r in json.loads((DATA / "sglang_rules.json").read_text())["rules"]:
+        lines = (root / r["file"]).read_text().split("\n")
+        assert r["quote"] in lines[r["line"] - 1], r
