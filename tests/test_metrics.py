@@ -111,3 +111,10 @@ def test_bad_input_is_refused_with_the_argument_named(call, match):
 def test_import_leaves_torch_unloaded():
     code = "import sys, inferbook.metrics; assert 'torch' not in sys.modules, 'torch loaded'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_goodput_fraction_takes_two_limits_as_an_slo():
+    ms = [rm(0, [0.5, 0.6]), rm(1, [2.0, 2.5])]
+    assert M.goodput_fraction(ms, 1.0, 0.2) == M.goodput_fraction(ms, SLO(ttft=1.0, tpot=0.2)) == 0.5
+    from inferbook import simulate
+    assert simulate.goodput_fraction is M.goodput_fraction and simulate.p90 is M.p90

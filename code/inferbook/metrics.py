@@ -208,8 +208,14 @@ def good_requests(metrics, slo: SLO) -> int:
     return sum(_good(m, slo) for m in metrics)
 
 
-def goodput_fraction(metrics, slo: SLO) -> float:
-    """Return the fraction of requests that meet every limit of `slo` (SLO attainment)."""
+def goodput_fraction(metrics, slo: SLO, tpot: float | None = None) -> float:
+    """Return the fraction of requests that meet every limit of `slo` (SLO attainment).
+
+    ``goodput_fraction(metrics, ttft, tpot)`` (two limits in clock units instead of an `SLO`)
+    means ``SLO(ttft=ttft, tpot=tpot)``, the form chapter 9 first used.
+    """
+    if tpot is not None:
+        slo = SLO(ttft=slo, tpot=tpot)
     return good_requests(metrics, slo) / len(_check_metrics(metrics))
 
 

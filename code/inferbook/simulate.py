@@ -52,8 +52,7 @@ from .blocks import BlockAllocator, BlockManager
 from .decision import Decision
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
-from .metrics import SLO, RequestMetrics, p90
-from .metrics import goodput_fraction as _goodput_fraction
+from .metrics import RequestMetrics, goodput_fraction, p90  # noqa: F401 (re-exported for chapter 9)
 from .models import ModelSpec
 from .prefix_cache import PrefixCache
 from .steploop import EngineResult, Request, Scheduler, Sequence, run
@@ -622,12 +621,6 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
         out.append(RequestMetrics(r.request_id, len(r.prompt), r.max_new_tokens, f.ttft, tpot, e2e,
                                   f.preemptions + d.preemptions, itl))
     return out
-
-
-def goodput_fraction(metrics: list[RequestMetrics], ttft_s: float, tpot_s: float) -> float:
-    """Return `metrics.goodput_fraction(metrics, SLO(ttft=ttft_s, tpot=tpot_s))` (kept for
-    chapter 9's earlier cells; new code calls `metrics.goodput_fraction` with an `SLO`)."""
-    return _goodput_fraction(metrics, SLO(ttft=ttft_s, tpot=tpot_s))
 
 
 # ---------------------------------------------------------------------------------------------
