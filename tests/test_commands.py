@@ -170,3 +170,17 @@ def test_sglang_quotes_are_in_the_wheel():
     for r in json.loads((DATA / "sglang_rules.json").read_text())["rules"]:
         lines = (root / r["file"]).read_text().split("\n")
         assert r["quote"] in lines[r["line"] - 1], r
+
+
+@pytest.mark.skipif(not (os.environ.get("SGLANG_SRC") or os.environ.get("VLLM_SRC")),
+                    reason="SGLANG_SRC / VLLM_SRC: the unpacked wheels")
+def test_numeric_flag_types_match_the_wheels():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "extract_engine_rules", Path(__file__).resolve().parents[1] / "tools"
+        / "extract_engine_rules.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = {k: Path(os.environ[k]) if os.environ.get(k) else None
+           for k in ("VLLM_SRC", "SGLANG_SRC")}
+    assert tool.check_types(src["VLLM_SRC"], src["SGLANG_SRC"]) == []
