@@ -1,0 +1,113 @@
+"""Decoding attention split along the KV cache ("flash-decoding", Dao et al. 2023), in PyTorch.
+
+- `split_kv_attention(q, k, v, num_splits, scale=None)` -> `(o, lse)`: non-causal attention of
+  a few query rows over the whole cache, computed as `num_splits` KV chunks and a merge.
+- `merge_partials(outputs, lses)` -> `(o, lse)`: the exact merge of partial attention results.
+
+Shapes as in `inferbook.triton_flash`: `q: [batch, heads, n_q, d]`, `k, v: [batch, kv_heads,
+n_kv, d]` with `heads % kv_heads == 0`; `lse` natural log. No Triton needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import validate
+
+__all__ = ["split_kv_attention", "merge_partials", "check_qkv"]
+
+
+def check_qkv(q, k, v) -> None:
+    """Raise a TypeError/ValueError naming the argument unless q, k, v are attention inputs.
+
+    q: [batch, heads, n_q, d], k and v: [batch, kv_heads, n_kv, d], floating point, one dtype,
+    one device, heads a multiple of kv_heads, every size >= 1. Nothing is broadcast.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise validate.ArgumentTypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D [batch, heads, seq, head_dim]; got shape "
+                             f"{tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise validate.ArgumentTypeError(f"{name}.dtype must be a floating-point dtype; got {t.dtype}")
+        if 0 in t.shape:
+            raise ValueError(f"every size of {name} must be >= 1; got shape {tuple(t.shape)}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape; got k {tuple(k.shape)}, "
+                         f"v {tuple(v.shape)}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise validate.ArgumentTypeError(f"{name}.dtype ({t.dtype}) must equal q.dtype ({q.dtype})")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q on {q.device}: one device")
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(f"k/v batch ({k.shape[0]}) must equal q's batch ({q.shape[0]})")
+    if k.shape[3] != q.shape[3]:
+        raise ValueError(f"k/v head_dim ({k.shape[3]}) must equal q's head_dim ({q.shape[3]})")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"q's heads ({q.shape[1]}) must be a multiple of k/v's heads "
+                         f"({k.shape[1]}) (grouped-query attention)")
+
+
+def merge_partials(outputs: torch.Tensor, lses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (o, lse) of attention over the union of S disjoint key sets, from their partials.
+
+    outputs: [S, ..., d] each normalised over its own keys; lses: [S, ...] their logsumexps.
+    lse = log sum_s exp(lse_s); o = sum_s exp(lse_s - lse) o_s. Exact: the weights are the
+    fractions of the softmax denominator each split holds. A split with no keys (lse = -inf)
+    gets weight 0; if every split is empty, o = 0 and lse = -inf.
+    """
+    for name, t in (("outputs", outputs), ("lses", lses)):
+        if not isinstance(t, torch.Tensor):
+            raise validate.ArgumentTypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+        if not t.is_floating_point():
+            raise validate.ArgumentTypeError(f"{name}.dtype must be a floating-point dtype; got {t.dtype}")
+    if outputs.dim() < 2 or outputs.shape[:-1] != lses.shape:
+        raise ValueError(f"outputs {tuple(outputs.shape)} must be lses {tuple(lses.shape)} + [d]")
+    if lses.shape[0] == 0:
+        raise ValueError("outputs and lses need at least one split (dimension 0 is empty)")
+    if outputs.device != lses.device:
+        raise ValueError(f"outputs is on {outputs.device} but lses on {lses.device}: one device")
+    lse = torch.logsumexp(lses, dim=0)
+    lse_safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+    weights = torch.exp(lses - lse_safe)                     # [S, ...], sums to 1 (or 0)
+    o = (weights[..., None] * outputs.to(weights.dtype)).sum(0)
+    return o, lse
+
+
+def split_kv_attention(q, k, v, num_splits: int, scale=None):
+    """Return (o, lse) of non-causal attention computed as `num_splits` KV chunks + a merge.
+
+    The decode-time form: q is a few new query rows (usually n_q = 1) that see the whole
+    cache k, v ([batch, kv_heads, n_kv, d]). The cache is cut into `num_splits` chunks of
+    ceil(n_kv / num_splits) keys (the last ones padded with masked keys); each chunk's
+    (o_s, lse_s) is what one GPU program would compute on its own, all chunks at once here as
+    one batched computation in float32 (float64 for float64 inputs); `merge_partials` then
+    combines them exactly.
+    """
+    check_qkv(q, k, v)
+    num_splits = validate.positive_int("num_splits", num_splits)
+    batch, kv_heads, n_kv, head_dim = k.shape
+    if num_splits > n_kv:
+        raise ValueError(f"num_splits ({num_splits}) must be <= n_kv ({n_kv})")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else validate.finite_float("scale", scale)
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    group = q.shape[1] // kv_heads
+    chunk = -(-n_kv // num_splits)
+    pad = chunk * num_splits - n_kv
+    # [B, H_kv, S, chunk, d]; padded keys are masked below
+    split_shape = (batch, kv_heads, num_splits, chunk, head_dim)
+    k_s = torch.nn.functional.pad(k.to(work), (0, 0, 0, pad)).reshape(split_shape)
+    v_s = torch.nn.functional.pad(v.to(work), (0, 0, 0, pad)).reshape(split_shape)
+    k_s = k_s.repeat_interleave(group, dim=1)
+    v_s = v_s.repeat_interleave(group, dim=1)
+    s = (q.to(work)[:, :, None] @ k_s.transpose(-1, -2)) * scale    # [B, H, S, n_q, chunk]
+    real = (torch.arange(num_splits * chunk, device=q.device) < n_kv).view(num_splits, 1, chunk)
+    s = s.masked_fill(~real, float("-inf"))
+    lse_s = torch.logsumexp(s, dim=-1)                                  # [B, H, S, n_q]
+    o_s = (torch.softmax(s, dim=-1) @ v_s).nan_to_num(0.0)              # an all-padding chunk -> 0
+    o, lse = merge_partials(o_s.movedim(2, 0), lse_s.movedim(2, 0))
+    return o.to(q.dtype), lse
