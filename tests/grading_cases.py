@@ -323,7 +323,7 @@ def my_kv_bytes(spec, ctx_tokens, batch, bytes_per_value):
 import math
 
 def my_max_sequences(spec, gpu, ctx_tokens, bytes_per_value, reserve_fraction):
-    free = gpu.hbm_bytes - int(gpu.hbm_bytes * reserve_fraction) - spec.n_params * bytes_per_value
+    free = math.ceil(gpu.memory_bytes * (1 - reserve_fraction)) - spec.n_params * bytes_per_value
     if free <= 0:
         return 0
     return math.floor(free / my_kv_bytes(spec, ctx_tokens, 1, bytes_per_value))
@@ -343,8 +343,10 @@ def my_kv_bytes(spec, ctx_tokens, batch, bytes_per_value):
     return int(np.minimum(windows, ctx_tokens).sum()) * batch * my_bytes_per_token_per_layer(spec, bytes_per_value)
 ''',
         "max_sequences": '''
+import math
+
 def my_max_sequences(spec, gpu, ctx_tokens, bytes_per_value, reserve_fraction):
-    left = gpu.hbm_bytes - int(gpu.hbm_bytes * reserve_fraction) - spec.n_params * bytes_per_value
+    left = math.ceil(gpu.memory_bytes * (1 - reserve_fraction)) - spec.n_params * bytes_per_value
     one = my_kv_bytes(spec, ctx_tokens, 1, bytes_per_value)
     count = max(0, left) // one
     while (count + 1) * one <= left:
@@ -708,12 +710,167 @@ def my_verify(p, q, draft, generator):
 ]
 
 
-# --- notebook-level cases: (exercise, label, edit, expected) -------------------------------------------
-# `edit(nb)` changes the notebook dict in place, after the answers are filled (from the solution unless
-# the edit replaces them); `expected` is the first failing check ("Part N/..." prefix) or "pass".
-# Tampered, deleted and weakened checks, redefined helpers, tags on checks, package-calling answers,
-# copied tables, %%time, timeouts, errors in added cells, SyntaxErrors and answers of the wrong type.
-NOTEBOOK_CASES: list = []
+# --- notebook-level cases: (exercise, label, edit, expected, text) ----------------------------------------
+# `edit(nb)` changes the notebook dict in place, after the answers are filled from the solution;
+# `expected` is the first failing check (the text in CHECK FAILED [...]) or "pass"; `text`: words the
+# failure message (or, for "pass", the report) must contain. Tampered, deleted and weakened checks,
+# redefined helpers, tags on checks, package-calling answers, copied tables, %%time, timeouts, errors
+# in added cells, SyntaxErrors and answers of the wrong type. Cases labelled "timeout: ..." are graded
+# with a short time limit per cell (--grading-timeout).
+def _cell(nb, cid):
+    return next(c for c in nb["cells"] if c.get("id") == cid)
+
+
+def answer(cid, source):
+    def edit(nb):
+        _cell(nb, cid)["source"] = source
+    return edit
+
+
+def check_cell(cid, old, new):
+    def edit(nb):
+        c = _cell(nb, cid)
+        text = "".join(c["source"])
+        assert old in text, f"{cid} no longer contains {old!r}"
+        c["source"] = text.replace(old, new)
+    return edit
+
+
+def delete(cid):
+    def edit(nb):
+        nb["cells"].remove(_cell(nb, cid))
+    return edit
+
+
+def add_after(cid, source, tags=()):
+    def edit(nb):
+        i = nb["cells"].index(_cell(nb, cid))
+        nb["cells"].insert(i + 1, {"cell_type": "code", "id": f"mine{i}", "metadata": {"tags": list(tags)},
+                                   "outputs": [], "execution_count": None, "source": source})
+    return edit
+
+
+def tag(cid, *tags):
+    def edit(nb):
+        _cell(nb, cid).setdefault("metadata", {}).setdefault("tags", []).extend(tags)
+    return edit
+
+
+def prefix(cid, text):
+    def edit(nb):
+        c = _cell(nb, cid)
+        c["source"] = text + "".join(c["source"])
+    return edit
+
+
+def move(cid, before):
+    def edit(nb):
+        c = _cell(nb, cid)
+        nb["cells"].remove(c)
+        nb["cells"].insert(nb["cells"].index(_cell(nb, before)), c)
+    return edit
+
+
+def both(*edits):
+    def edit(nb):
+        for e in edits:
+            e(nb)
+    return edit
+
+
+HIDDEN_TEXT = "its expected value is not shown"
+E2_WRONG = "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n    return 2 * spec.head_dim * bytes_per_value\n"
+E2_FIRST = "Part 1/bytes per token per layer, Llama-2-7B, bf16"
+
+NOTEBOOK_CASES: list = [
+    # checks are the book's, whatever the notebook says
+    (E2, "weakened check", both(answer("per_layer", E2_WRONG), check_cell("c06", "check_equal(", "abs(1e9) > 1 or check_equal(")),
+     E2_FIRST, ""),
+    (E2, "deleted check", both(answer("per_layer", E2_WRONG), delete("c06")), E2_FIRST, ""),
+    (E2, "check replaced by pass", both(answer("per_layer", E2_WRONG),
+                                        check_cell("c06", "    for mla in", "    pass\n    for mla in ()")), E2_FIRST, ""),
+    (E2, "checks reordered", both(answer("per_layer", E2_WRONG), move("c14", "c06")), E2_FIRST, ""),
+    (E2, "raises-exception tag and NBVAL_SKIP on a check", both(answer("per_layer", E2_WRONG), tag("c06", "raises-exception", "nbval-skip"),
+                                                                prefix("c06", "# NBVAL_SKIP\n")), E2_FIRST, ""),
+    (E2, "check helper redefined in the answer cell", answer("per_layer", E2_WRONG + "\ncheck_equal = lambda *a, **k: None\n"
+                                                              "part = __import__('contextlib').nullcontext\n"), E2_FIRST, ""),
+    (E2, "check helpers redefined in an added cell", both(answer("per_layer", E2_WRONG), add_after(
+        "per_layer", "def check_equal(*args, **kwargs):\n    pass\n\ndef part(*args, **kwargs):\n"
+                     "    return __import__('contextlib').nullcontext()\n")), E2_FIRST, ""),
+    (E2, "grading module monkeypatched", answer("per_layer", E2_WRONG + "\nimport inferbook.grading\n"
+                                                "inferbook.grading.first_difference = lambda *a, **k: None\n"),
+     "Part 1/checks untouched", "inferbook.grading.first_difference"),
+    (E2, "builtins monkeypatched", answer("per_layer", E2_WRONG + "\nimport builtins\nbuiltins.isinstance = lambda *a: True\n"),
+     "Part 1/checks untouched", "builtins.isinstance"),
+    (E2, "package patched during the check", answer("per_layer", "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
+                                                    "    import inferbook.sizing as s\n"
+                                                    "    s.kv_bytes_per_token_per_layer = lambda *a, **k: 512\n"
+                                                    "    return 512\n"), E2_FIRST, ""),
+    # the student's own work
+    (E2, "package-calling answer", answer("per_layer", "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
+                                                       "    dtype = {1: 'fp8', 2: 'bf16', 4: 'fp32'}[bytes_per_value]\n"
+                                                       "    return kv_bytes_per_token_per_layer(spec, dtype)\n"),
+     "Part 1/your own code", "kv_bytes_per_token_per_layer"),
+    (E2, "package call caught, own fallback", answer("kv_bytes", "def my_kv_bytes(spec, ctx_tokens, batch, bytes_per_value):\n"
+                                                                 "    try:\n        return kv_bytes(spec, ctx_tokens, batch, 'bf16')\n"
+                                                                 "    except Exception:\n        return 0\n"),
+     "Part 2/your own code", "write it yourself"),
+    # copied tables, answers right only for the shown example
+    (E2, "weights sized for bf16 only", answer("max_sequences", sol(E2, "max_sequences", "spec.n_params * bytes_per_value",
+                                                                   "spec.n_params * 2")),
+     "Part 3/max sequences, hidden value size and memory", HIDDEN_TEXT),
+    # one grader: %%time, SyntaxError, errors in added cells, types, timeouts
+    (E2, "%%time on an answer cell", prefix("per_layer", "%%time\n"), "pass", "3 of 3 parts pass"),
+    (E2, "SyntaxError in an answer", answer("kv_bytes", sol(E2, "kv_bytes", "return batch", "return batch +")),
+     "Part 2/answer cell runs", "SyntaxError on line 7"),
+    (E2, "error in an added cell", add_after("per_layer", "x = 1\nprint(undefined_name)\n"), "Part 1/your added cell",
+     "a cell you added (after cell per_layer) raised NameError"),
+    (E2, "answer of the wrong type", answer("per_layer", "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
+                                            "    return str(2 * spec.num_key_value_heads * spec.head_dim * bytes_per_value)\n"),
+     E2_FIRST, "expected a number (an int or a float), got a str"),
+    (E2, "timeout: endless loop in an answer", answer("kv_bytes", "def my_kv_bytes(spec, ctx_tokens, batch, bytes_per_value):\n"
+                                                                  "    while True:\n        pass\n"),
+     "Part 2/time limit", "Part 2 timed out after"),
+    # per exercise: package calls and copied tables
+    (E1, "package-calling decoder", answer("cached_decoder", "def cached_greedy(model, prompt, new_tokens):\n"
+                                                             "    from inferbook.decode import generate_cached\n"
+                                                             "    return generate_cached(model, prompt, new_tokens).tokens\n"),
+     "Part 2/your own code", "inferbook.decode.generate_cached"),
+    (E1, "package-calling counts", answer("counts", sol(E1, "counts", "return sum(range(1, n + 1))",
+                                                        "return naive_counts(1, n)[0] if n else 0")),
+     "Part 1/your own code", "inferbook.decode.naive_counts"),
+    (E1, "ratio table copied from messages", answer("ratios", "def dot_ratio(n):\n    return {1: 1.0, 2: 4 / 3, 100: 34.0, 1000: 334.0,"
+                                                               " 12345: 4115.666666666667}.get(n, 1.0)\n"),
+     "Part 3/dot-product ratio, hidden n", HIDDEN_TEXT),
+    (E1, "%%time on the decoder", prefix("cached_decoder", "%%time\n"), "pass", "3 of 3 parts pass"),
+    (E3, "numpy monkeypatched", answer("online_update", sol(E3, "online_update", "alpha[:, None] * acc + p @ v", "acc + p @ v")
+                                       + "\nnp.isclose = lambda a, b, **k: np.ones(np.shape(a), dtype=bool)\n"),
+     "Part 1/checks untouched", "numpy.isclose"),
+    (E3, "tile answer right only for the shown cases", answer("tile_visible", sol(E3, "tile_visible", "return k_start",
+                                                                                   "return n_q in (1, 12, 47, 48, 49, 64, 100, 200, 256, 300) and k_start")),
+     "Part 2/visited tiles, hidden lengths", HIDDEN_TEXT),
+    (E5A, "package-calling hashes", answer("hashes", "def chained_block_hashes(tokens, block_size=16):\n"
+                                                     "    return block_hashes(tokens, block_size)\n"),
+     "Part 3/your own code", "inferbook.prefix_cache.block_hashes"),
+    (E5A, "reuse table copied from messages", answer("reuse", "def reusable_tokens(prompt, cached, block_size=16):\n"
+                                                              "    if not cached:\n        return 0\n"
+                                                              "    table = {64: 48, 65: 64, 63: 48, 49: 48, 48: 32, 47: 32, 17: 16, 16: 0, 1: 0, 0: 0, 68: 16, 78: 48}\n"
+                                                              "    return table.get(len(prompt), 0)\n"),
+     "Part 4/prompt of hidden length, hidden block size", HIDDEN_TEXT),
+    (E5B, "package ceil_div", answer("blocks_needed", "from inferbook.arith import ceil_div\n\n"
+                                                      "def blocks_needed(num_tokens, block_size=16):\n    return ceil_div(num_tokens, block_size)\n"),
+     "Part 1/your own code", "inferbook.arith.ceil_div"),
+    (E5B, "package-calling paged attention", answer("attend", "def paged_attend(q, cache, seq):\n    return paged_attention(q.view(1, 1, -1), "
+                                                              "cache.k.unsqueeze(2), cache.v.unsqueeze(2), cache.tables[seq], "
+                                                              "cache.lengths[seq])[0, 0]\n"),
+     "Part 4/your own code", "inferbook.paged.paged_attention"),
+    (E6, "deleted admission checks", both(answer("admit", ADMIT_SKIPS_BLOCKED), delete("c10")),
+     "Part 2/first come, first served", "differ from the book's"),
+    (E7, "package-calling verify", answer("verify", "def my_verify(p, q, draft, generator):\n"
+                                                    "    from inferbook.speculative import verify\n"
+                                                    "    return verify(p, q, draft, generator)\n"),
+     "Part 1/your own code", "inferbook.speculative.verify"),
+]
 
 
 # --- the exercises' own case files: tests/grading_cases_exNN*.py ---------------------------------------

@@ -91,10 +91,10 @@ def solution_answer(name: str, answer: str, old: str | None = None, new: str = "
 
 
 def variant(name: str, where: Path, replacements: dict[str, str] | None = None, answers: str = "solution",
-            stale_outputs: bool = False) -> Path:
+            stale_outputs: bool = False, edit=None) -> Path:
     """Write exercise `name` into `where/notebooks/exercises/` (a repository-like layout) with its
     answer cells filled from the solution (answers="solution") or left blank ("blank"), then
-    `replacements` {answer name: source} applied. stale_outputs: every code cell carries outputs
+    `replacements` {answer name: source} applied, then `edit(nb)` (a NOTEBOOK_CASES edit). stale_outputs: every code cell carries outputs
     from some earlier run (an error, an object address) and a shuffled execution count."""
     nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
     cells = answer_cells(nb)
@@ -115,6 +115,8 @@ def variant(name: str, where: Path, replacements: dict[str, str] | None = None, 
                 {"output_type": "error", "ename": "NotImplementedError", "evalue": "your answer here",
                  "traceback": ["NotImplementedError: your answer here"]},
             ]
+    if edit is not None:
+        edit(nb)
     out_dir = where / "notebooks" / "exercises"
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "_config.yml", where / "_config.yml")
@@ -125,7 +127,7 @@ def variant(name: str, where: Path, replacements: dict[str, str] | None = None, 
 
 
 def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int = 600,
-                      stop_per_notebook: bool = False) -> tuple[list[Report], str]:
+                      stop_per_notebook: bool = False, cell_timeout: float | None = None) -> tuple[list[Report], str]:
     """Run the documented grading command on `paths` in one pytest process (`-x` if asked;
     stop_per_notebook: each notebook stops at its first failed cell, as `-x` would for it alone).
 
@@ -134,7 +136,8 @@ def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int =
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly",
             *GRADE_ARGS[:-1], str(ROOT / GRADE_ARGS[-1]), "-c", "/dev/null",
             "--rootdir", str(root), *(["-x"] if exitfirst else []),
-            *(["--grading-stop-per-notebook"] if stop_per_notebook else []), *map(str, paths)]
+            *(["--grading-stop-per-notebook"] if stop_per_notebook else []),
+            *(["--grading-timeout", str(cell_timeout)] if cell_timeout else []), *map(str, paths)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=root)
     output = ANSI.sub("", proc.stdout + proc.stderr)
     reports = parse_reports(output)

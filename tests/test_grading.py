@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from grading_cases import ALTERNATIVES, BOUNDARIES, WRONG
+from grading_cases import ALTERNATIVES, BOUNDARIES, NOTEBOOK_CASES, WRONG
 from grading_helpers import (EXERCISES, GRADE_COMMAND, ROOT, SOLUTIONS, exercise_names, grade_with_pytest,
                              variant)
 
@@ -43,9 +43,18 @@ def graded(name: str, tmp_root: str):
     # Wrong answers: each notebook stops at its first failed cell, as `-x` stops a lone notebook.
     wrong = {f"wrong-{i}": variant(name, root / f"wrong{i}", {answer: source})
              for i, (_, answer, source, _) in enumerate(w for w in WRONG if w[0] == name)}
+    # Notebook-level cases (tampered checks, package calls, copied tables, ...), in the same run.
+    timeouts = {}
+    for i, (_, label, edit, _, _) in enumerate(c for c in NOTEBOOK_CASES if c[0] == name):
+        (timeouts if label.startswith("timeout:") else wrong)[f"notebook-{i}"] = \
+            variant(name, root / f"nb{i}", edit=edit)
     if wrong:
-        reports, more = grade_with_pytest(list(wrong.values()), stop_per_notebook=True)
+        reports, more = grade_with_pytest(list(wrong.values()))
         result.update(zip(wrong, reports))
+        output += more
+    if timeouts:
+        reports, more = grade_with_pytest(list(timeouts.values()), cell_timeout=6)
+        result.update(zip(timeouts, reports))
         output += more
     return result, output
 
@@ -180,11 +189,34 @@ def test_first_difference_is_shown(tmp_root):
     assert by_check
 
 
-def test_exitfirst_stops_at_the_same_check(tmp_path, tmp_root):
-    name, answer, source, expected = next(w for w in WRONG if w[0] == "ex05b_paged_attention"
-                                          and w[3].startswith("Part 3/no copy"))
-    path = variant(name, tmp_path / "x" / "one", {answer: source})
-    (report,), output = grade_with_pytest([path], exitfirst=True)
-    assert report.first_failure() == expected, report.text
-    assert [s for _, s, _ in report.parts][-2:] == ["NOT RUN", "NOT RUN"], report.text
-    assert "stopping after 1 failures" in output
+@pytest.mark.parametrize("case", range(len(NOTEBOOK_CASES)), ids=[f"{c[0]}:{c[1]}" for c in NOTEBOOK_CASES])
+def test_notebook_case(case, tmp_root):
+    """Tampered checks, package calls, copied tables, %%time, timeouts, errors: graded as the table says."""
+    name, label, _, expected, text = NOTEBOOK_CASES[case]
+    index = [i for i, c in enumerate(NOTEBOOK_CASES) if c[0] == name].index(case)
+    report = graded(name, tmp_root)[0][f"notebook-{index}"]
+    if expected == "pass":
+        assert report.passed, report.text
+    else:
+        assert not report.passed
+        assert report.first_failure() == expected, report.text
+        message = next(m for _, s, m in report.parts if s == "FAIL")
+        assert message.startswith(f"CHECK FAILED [{expected}]: "), report.text
+    assert text in report.text, report.text
+
+
+def test_every_exercise_has_notebook_cases():
+    """Each exercise is graded at least once with a package-calling, tampered or copied answer."""
+    assert {c[0] for c in NOTEBOOK_CASES} >= {n for n in NAMES if n in BOUNDARIES and n.startswith(
+        ("ex01", "ex02", "ex03", "ex05", "ex06", "ex07"))}
+
+
+def test_check_cells_of_the_book_ship_with_the_package():
+    from inferbook import grading
+
+    book = grading.pristine_exercises()
+    for name in NAMES:
+        assert name in book, f"run tools/make_exercises.py {name}"
+        nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
+        assert [c["id"] for c in nb["cells"]] == [c["id"] for c in book[name]["cells"]]
+        assert book[name]["timeout"] > 0

@@ -138,7 +138,8 @@ class part(contextlib.ContextDecorator):
                 f"CHECK FAILED [Part {self.number}/needs {which}]: fix {which} first "
                 f"(this part uses {'its' if len(missing) == 1 else 'their'} answers)")
         self._violations = len(_VIOLATIONS)
-        self._guards = _install_guards(self.without) if self.without else []
+        # Only the grader can tell the book's cells from the learner's, so only it guards.
+        self._guards = _install_guards(self.without) if self.without and _RUN else []
         return self
 
     def __exit__(self, exc_type, exc, tb):
