@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from .masks import causal_mask_numpy
 from .softmax import online_update
 
 
@@ -97,7 +98,7 @@ def flash_attention_forward(
                 break  # this tile and every later one lie above the diagonal: skip them
             s = q_tile @ kg[..., ks:ke, :].astype(acc_dtype, copy=False).swapaxes(-1, -2)
             if causal and ke - 1 > qs + offset:  # the tile crosses the diagonal: mask it
-                s = np.where(_causal_mask(qs, qe, ks, ke, offset), s, -np.inf)
+                s = np.where(causal_mask_numpy(n_q, n_k, qs, qe, ks, ke), s, -np.inf)
             m, l, alpha, p = online_update(m, l, s)
             acc = alpha[..., None] * acc + p @ vg[..., ks:ke, :].astype(acc_dtype, copy=False)
             if on_tile is not None:
@@ -163,7 +164,7 @@ def flash_attention_backward(
             q_tile, do_tile = qg[..., qs:qe, :], dog[..., qs:qe, :]
             s = scale * (q_tile @ k_tile.swapaxes(-1, -2))
             if causal and ke - 1 > qs + offset:
-                s = np.where(_causal_mask(qs, qe, ks, ke, offset), s, -np.inf)
+                s = np.where(causal_mask_numpy(n_q, n_k, qs, qe, ks, ke), s, -np.inf)
             p = np.exp(s - lse_g[..., qs:qe, None])  # recomputed, exactly normalised
             dv[:, :, ks:ke] += (p.swapaxes(-1, -2) @ do_tile).sum(axis=2)
             dp = do_tile @ v_tile.swapaxes(-1, -2)
@@ -200,7 +201,7 @@ def attention_reference(
 
     s = rounded(acc_dtype.type(scale) * (q.astype(acc_dtype) @ k.swapaxes(-1, -2)))
     if causal:
-        s = np.where(_causal_mask(0, n_q, 0, n_k, n_k - n_q), s, -np.inf)
+        s = np.where(causal_mask_numpy(n_q, n_k), s, -np.inf)
     m = s.max(axis=-1, initial=-np.inf)
     seen = ~np.isneginf(m)
     e = np.exp(s - np.where(seen, m, 0)[..., None])
@@ -225,11 +226,6 @@ def attention_flops(n_q: int, n_k: int, head_dim: int, causal: bool = False, bat
     else:
         pairs = n_q * n_k
     return 4 * pairs * head_dim * batch_heads
-
-
-def _causal_mask(qs: int, qe: int, ks: int, ke: int, offset: int) -> np.ndarray:
-    """Return the [qe - qs, ke - ks] boolean mask: True where query row i may see key j."""
-    return np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None] + offset
 
 
 def _tile_state(qs, qe, ks, ke, m, l, acc, p, batch, heads) -> TileState:

@@ -31,6 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import validate
+from .masks import causal_mask
 
 
 @dataclass(frozen=True)
@@ -124,17 +125,31 @@ class CausalSelfAttention(nn.Module):
         return self.proj(y.reshape(batch, t, n_embd))
 
 
+def _check_attention_inputs(q, k, v) -> None:
+    """Raise naming the argument unless q, k, v are [batch, heads, n, d] with n_k >= n_q >= 1."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"{name} must be a 4-D tensor [batch, heads, seq, head_dim]; got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if k.shape != v.shape or k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"k and v must be [batch, heads, n_k, d] with q's batch, heads and d; "
+                         f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if not 1 <= q.shape[2] <= k.shape[2]:
+        raise ValueError(f"need 1 <= n_q <= n_k (the queries are the last n_q positions); got "
+                         f"n_q={q.shape[2]}, n_k={k.shape[2]}")
+
+
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Return softmax(q kᵀ / √d + causal mask) v.
 
     q: [batch, heads, n_q, d]; k, v: [batch, heads, n_k, d] with n_k ≥ n_q. The queries are
     the last n_q of the n_k positions, so query i may look at keys 0 .. n_k - n_q + i.
     """
+    _check_attention_inputs(q, k, v)
     n_q, n_k = q.shape[-2], k.shape[-2]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if n_q > 1:
-        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(n_q, n_k, device=q.device), float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
