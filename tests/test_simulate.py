@@ -291,3 +291,9 @@ def _dep():
 def test_bad_input_is_refused_with_the_argument_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):
         call()
+
+
+def test_decide_capacity_with_one_token_replies_plans_on_ttft_alone():
+    d = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, prompt_tokens=256, output_tokens=1,
+                            ttft_p90_s=0.5, tpot_p90_s=0.01, n_requests=40)
+    assert d.value is not None and d.value["p90_tpot_s"] == 0.0

@@ -717,6 +717,7 @@ def _min_replicas(dep: Deployment, rate: float, prompt_tokens: int, output_token
             reqs = fixed_workload(n_requests, prompt_tokens, output_tokens, rate=rate / n, seed=seed)
             m = dep.run(reqs).metrics
             t90, o90 = p90(m, "ttft"), p90(m, "tpot")
+            o90 = 0.0 if math.isnan(o90) else o90  # one-token replies: no TPOT (vLLM counts 0)
             cache[n] = (t90 <= ttft_s and o90 <= tpot_s, t90, o90)
         return cache[n][0]
 
