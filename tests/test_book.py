@@ -12,7 +12,16 @@ no display equation is clipped at 1280 px, figures are sharp (>= 150 dpi) and le
 width, every figure is captioned with alt text from its caption, every notebook page has an
 "Open in Colab" badge built from _config.yml, and embedded ipywidgets say they need a kernel.
 The static calculators (book/calculators/) are driven through their inputs on a grid and their
-answers compared with inferbook.sizing / inferbook.roofline.
+answers compared with inferbook.sizing / inferbook.roofline; the first answer each shows (before
+any input changes) is checked too, on the chapters that embed them.
+
+Reader checks added with the wider column (book/_static/inferbook.css): at 1280 px no code block
+or printed output scrolls sideways on a chapter, exercise or solution page and the code column
+holds at least 88 characters; no table is wider than the column; number cells are right-aligned
+and text cells left-aligned; at 390 px tapping a figure opens it at a size whose smallest text is
+readable; each embedded widget has exactly one "needs a running kernel" note; solutions are out
+of the reading order (collapsed in the sidebar, never "Next" from a chapter, an exercise or the
+references) and open with a banner naming their exercise.
 """
 
 import importlib.util
@@ -157,7 +166,31 @@ OVERFLOW_JS = r"""() => {
               + JSON.stringify(c.textContent.slice(0, 60)));
   const imgs = [...document.querySelectorAll('article img')].map(i => ({
     src: i.getAttribute('src'), shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
-  return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs};
+  // code blocks and printed outputs that scroll sideways; how many characters the column holds
+  const pres = [...document.querySelectorAll('article pre')];
+  const codeScroll = pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p =>
+    p.textContent.split('\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 100));
+  let codeChars = null;
+  const cellPre = document.querySelector('article div.cell_input pre') || pres[0];
+  if (cellPre) {
+    const cs = getComputedStyle(cellPre), ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = cs.font;
+    const inner = cellPre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    codeChars = inner / (ctx.measureText('x'.repeat(100)).width / 100);
+  }
+  const art = document.querySelector('article');
+  const tables = [...document.querySelectorAll('article table')];
+  const wideTables = tables.filter(t => t.getBoundingClientRect().width > art.clientWidth + 1)
+    .map(t => `${Math.round(t.getBoundingClientRect().width)}px: ` + t.rows[0].textContent.trim().slice(0, 60));
+  const misaligned = [];
+  for (const t of tables) for (const c of t.querySelectorAll('td.ib-num, td.ib-text')) {
+    const want = c.classList.contains('ib-num') ? 'right' : 'left', got = getComputedStyle(c).textAlign;
+    if (!(got === want || (want === 'left' && got === 'start'))) misaligned.push(`${JSON.stringify(c.textContent.trim().slice(0, 30))} is ${got}`);
+  }
+  const unclassified = tables.reduce((n, t) => n + t.querySelectorAll('td:not(.ib-num):not(.ib-text)').length, 0);
+  return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs,
+          codeScroll, codeChars, wideTables, misaligned: misaligned.slice(0, 5), unclassified,
+          tablesAligned: doc.dataset.ibTablesAligned === '1'};
 }"""
 # matplotlib's default legend/tick text is 10 pt: its size on screen is 10 pt x dpi / 72 x the
 # factor the page shrinks the image by. 11 CSS px is about the smallest a reader can read.
@@ -212,6 +245,83 @@ def test_no_page_scrolls_sideways(measured, width):
         + "; ".join(r["wide"])
         for (name, w), r in measured.items() if w == width and r["scrollWidth"] > r["clientWidth"]
     ]
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+def test_code_fits_its_column_at_1280(measured):
+    """No code block or printed output scrolls sideways; the column holds 88-column code."""
+    problems = []
+    for (name, width), r in measured.items():
+        if width != 1280 or name not in NOTEBOOK_PAGES:
+            continue
+        if r["codeChars"] is not None and r["codeChars"] < 88:
+            problems.append(f"{name}: the code column holds {r['codeChars']:.1f} characters (< 88)")
+        problems += [f"{name}: a code block scrolls sideways, its longest line ({len(line)} chars): "
+                     f"{line!r}" for line in r["codeScroll"]]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+@needs_chromium
+def test_tables_fit_and_align_at_1280(measured):
+    problems = []
+    for (name, width), r in measured.items():
+        if width != 1280:
+            continue
+        problems += [f"{name}: table {t} wider than the column" for t in r["wideTables"]]
+        problems += [f"{name}: cell {m}" for m in r["misaligned"]]
+        if not r["tablesAligned"] or r["unclassified"]:
+            problems.append(f"{name}: {r['unclassified']} table cells were not classified "
+                            "number/text by inferbook.js")
+    assert not problems, "\n".join(problems)
+
+
+ZOOM_JS = r"""async () => {
+  const img = document.querySelector('article figure a.ib-zoomable img, article .cell_output a.ib-zoomable img');
+  if (!img) return null;
+  const badge = img.parentElement.querySelector('.ib-zoom-badge');
+  const badgeShown = !!badge && getComputedStyle(badge).opacity > 0.5 && badge.getBoundingClientRect().width > 0;
+  const before = {shown: img.getBoundingClientRect().width, natural: img.naturalWidth, src: img.getAttribute('src')};
+  img.click();
+  await new Promise(r => setTimeout(r, 50));
+  const big = document.querySelector('.ib-zoom .ib-zoom-img');
+  if (!big) return {before, badgeShown, zoomed: null};
+  await big.decode().catch(() => null);
+  const zoomed = {shown: big.getBoundingClientRect().width, natural: big.naturalWidth};
+  const bodyScroll = document.documentElement.scrollWidth > document.documentElement.clientWidth;
+  document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+  return {before, badgeShown, zoomed, bodyScroll, closed: !document.querySelector('.ib-zoom')};
+}"""
+
+
+@needs_chromium
+def test_figures_enlarge_to_readable_on_a_phone(html):
+    """At 390 px a figure's 10 pt text is too small in the column; a tap opens it readable."""
+    from playwright.sync_api import sync_playwright
+
+    problems, checked = [], 0
+    with sync_playwright() as p:
+        browser = _browser(p)
+        for name in CHAPTERS:
+            page = _open(browser, (html / f"{name}.html").as_uri(), 390)
+            page.wait_for_function("() => document.documentElement.dataset.ibFiguresZoomable === '1'")
+            r = page.evaluate(ZOOM_JS)
+            page.close()
+            if r is None:
+                continue
+            checked += 1
+            dpi = png_dpi((html / name).parent / r["before"]["src"]) or 100
+            if not r["badgeShown"]:
+                problems.append(f"{name}: no visible 'tap to enlarge' mark on the figure at 390 px")
+            if r["zoomed"] is None:
+                problems.append(f"{name}: tapping the figure opened nothing")
+                continue
+            text_px = LEGEND_PT * dpi / 72 * r["zoomed"]["shown"] / r["zoomed"]["natural"]
+            if text_px < MIN_TEXT_PX:
+                problems.append(f"{name}: enlarged figure's 10 pt text is {text_px:.1f}px (< {MIN_TEXT_PX})")
+            if r["bodyScroll"] or not r["closed"]:
+                problems.append(f"{name}: the enlarged view made the page scroll or did not close")
+    assert checked, "no chapter figure found"
     assert not problems, "\n".join(problems)
 
 
@@ -306,11 +416,63 @@ def test_colab_badge_on_every_notebook_page(html):
         assert page.index("ib-colab-badge") < page.find('class="cell'), name
 
 
-def test_kernel_only_widgets_say_so(html):
+def test_kernel_only_widgets_say_so_once(html):
+    """Each embedded widget has exactly one "needs a running kernel" note (the chapter's own
+    sentence styled as the note, or the extension's), and no other paragraph repeats it."""
+    problems = []
     for name in NOTEBOOK_PAGES:
         page = (html / f"{name}.html").read_text()
         n_widgets = page.count('<script type="application/vnd.jupyter.widget-view+json">')
-        assert page.count('class="ib-kernel-note"') >= n_widgets, name
+        notes = len(re.findall(r'class="[^"]*ib-kernel-note', page))
+        paragraphs = [p for p in re.findall(r"<p[^>]*>(.*?)</p>", page, re.S)
+                      if re.search(r"needs? a running kernel", re.sub(r"<[^>]+>", "", p), re.I)]
+        if notes != n_widgets or len(paragraphs) != n_widgets:
+            problems.append(f"{name}: {n_widgets} widgets, {notes} notes, {len(paragraphs)} "
+                            "paragraphs saying they need a running kernel")
+    assert not problems, "\n".join(problems)
+
+
+def _sidebar_links(page_html):
+    nav = re.search(r'<nav class="bd-docs-nav.*?</nav>', page_html, re.S)
+    return nav.group(0) if nav else ""
+
+
+@needs_chromium
+def test_solutions_out_of_the_reading_order(html):
+    from playwright.sync_api import sync_playwright
+
+    problems = []
+    for name in CHAPTERS + EXERCISES + ["book/glossary", "book/errata", "book/bibliography"]:
+        text = (html / f"{name}.html").read_text()
+        nxt = re.search(r'<a class="right-next"\s+href="([^"]+)"', text)
+        if nxt and "solutions/" in nxt.group(1):
+            problems.append(f"{name}: 'Next' opens a solution ({nxt.group(1)})")
+    for name in SOLUTIONS:
+        text = (html / f"{name}.html").read_text()
+        title = re.search(r"<h1>(.*?)<", text, re.S).group(1)
+        number = re.search(r"(\d+\.\d+)", title).group(1)
+        banner = re.search(r'<div class="ib-solution-banner"[^>]*>(.*?)</div>', text, re.S)
+        if not banner or f"Solution to Exercise {number}" not in banner.group(1) \
+                or "try the exercise first" not in banner.group(1):
+            problems.append(f"{name}: no banner 'Solution to Exercise {number} — try the exercise first'")
+        elif text.index("ib-solution-banner") > text.find('class="cell'):
+            problems.append(f"{name}: the banner is not at the top")
+    for name in EXERCISES:
+        text = (html / f"{name}.html").read_text()
+        if f'href="../solutions/{Path(name).name}.html"' not in text:
+            problems.append(f"{name}: does not end with a link to its solution")
+    with sync_playwright() as p:   # solutions are collapsed in the sidebar of every other page
+        browser = _browser(p)
+        for name in [CHAPTERS[0], EXERCISES[0], "book/bibliography"]:
+            page = _open(browser, (html / f"{name}.html").as_uri(), 1280)
+            shown = page.evaluate("""() => [...document.querySelectorAll('.bd-docs-nav a')]
+                .filter(a => a.getAttribute('href').includes('solutions/ex') && a.checkVisibility())
+                .map(a => a.textContent.trim())""")
+            page.close()
+            if shown:
+                problems.append(f"{name}: the sidebar shows {len(shown)} solutions: {shown[:2]}")
+        browser.close()
+    assert not problems, "\n".join(problems)
 
 
 def test_calculator_presets_served(html):
@@ -425,22 +587,68 @@ def test_kv_calculator_matches_sizing(calculator_page):
     assert not problems, f"{len(problems)} mismatches:\n" + "\n".join(problems[:20])
 
 
+def _knob_expected(model, gpu_name, batch, context):
+    """One decode step as the knob computes it, from the package: forward_cost with a token's
+    active parameters for the FLOPs (MoE), every weight read once, and the KV cache the model
+    really holds (MLA's compressed latent: kv_lora_rank + qk_rope_head_dim values per token and
+    layer). For a dense MHA/GQA model this is forward_cost exactly."""
+    from inferbook.hardware import GPUS
+    from inferbook.models import MODELS
+    from inferbook.roofline import attainable_flops, bound, forward_cost
+
+    s, g = MODELS[model], GPUS[gpu_name]
+    c = forward_cost(n_params=s.n_active_params, n_layer=s.num_hidden_layers,
+                     d_attn=s.num_attention_heads * s.head_dim,
+                     kv_dim=s.num_key_value_heads * s.head_dim,
+                     batch=batch, new_tokens=1, past_tokens=context)
+    kv_bytes = c.bytes_moved - 2 * s.n_active_params
+    if s.is_mla:
+        kv_bytes = ((s.kv_lora_rank + s.qk_rope_head_dim) * s.num_hidden_layers * 2
+                    * batch * (context + 1))
+    flops, bytes_moved = c.flops, 2 * s.n_params + kv_bytes
+    intensity = flops / bytes_moved
+    step_s = max(flops / g.fp16_tensor_flops, bytes_moved / g.hbm_bytes_per_s)
+    return {"intensity": intensity, "ridge": g.ridge_flops_per_byte,
+            "attainable_flops": attainable_flops(g, intensity), "step_s": step_s,
+            "tokens_per_s": batch / step_s, "bound": bound(g, intensity)}
+
+
+def _shown(root):
+    return root.evaluate("""root => Object.fromEntries(
+        [...root.querySelectorAll('[data-key]')].map(o => [o.dataset.key, o.dataset.value]))""")
+
+
+def _knob_problems(where, shown, model, gpu_name, batch, context):
+    problems = []
+    for key, value in _knob_expected(model, gpu_name, batch, context).items():
+        ok = shown.get(key) == value if key == "bound" else (
+            shown.get(key) is not None and float(shown[key]) == pytest.approx(value, rel=1e-12))
+        if not ok:
+            problems.append(f"{where}: {model} {gpu_name} b={batch} ctx={context}: {key} "
+                            f"page {shown.get(key)} != inferbook {value}")
+    return problems
+
+
 @needs_chromium
 def test_roofline_knob_matches_roofline(calculator_page):
     from playwright.sync_api import sync_playwright
 
     from inferbook.hardware import GPUS
     from inferbook.models import MODELS
-    from inferbook.roofline import attainable_flops, bound, forward_cost
 
     gpus = [n for n, g in GPUS.items() if g.fp16_tensor_flops]
-    models = [n for n, s in MODELS.items() if not s.is_mla]
+    models = list(MODELS)
+    assert any(MODELS[m].is_mla for m in models) and any(
+        MODELS[m].n_active_params < MODELS[m].n_params for m in models)
     problems = []
     with sync_playwright() as p:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(calculator_page)
         knob = page.locator('[data-inferbook-calc="roofline"]')
+        offered = knob.locator('select[name="model"] option').all_inner_texts()
+        if sorted(offered) != sorted(models):
+            problems.append(f"the knob offers {offered}, the package has {models}")
         for k, (batch, context) in enumerate([(1, 0), (1, 1024), (8, 4096), (64, 256), (512, 32768),
                                               (200, 8192), (37, 1280)]):
             for model in models[k % 3::3]:
@@ -449,22 +657,46 @@ def test_roofline_knob_matches_roofline(calculator_page):
                 knob.locator('select[name="gpu"]').select_option(gpu_name)
                 knob.locator('input[name="batch"]').fill(str(batch))
                 knob.locator('input[name="context"]').fill(str(context))
-                shown = knob.evaluate("""root => Object.fromEntries(
-                    [...root.querySelectorAll('[data-key]')].map(o => [o.dataset.key, o.dataset.value]))""")
-                s, g = MODELS[model], GPUS[gpu_name]
-                c = forward_cost(n_params=s.n_params, n_layer=s.num_hidden_layers,
-                                 d_attn=s.num_attention_heads * s.head_dim,
-                                 kv_dim=s.num_key_value_heads * s.head_dim,
-                                 batch=batch, new_tokens=1, past_tokens=context)
-                step_s = max(c.flops / g.fp16_tensor_flops, c.bytes_moved / g.hbm_bytes_per_s)
-                want = {"intensity": c.intensity, "ridge": g.ridge_flops_per_byte,
-                        "attainable_flops": attainable_flops(g, c.intensity), "step_s": step_s,
-                        "tokens_per_s": batch / step_s}
-                for key, value in want.items():
-                    if float(shown[key]) != pytest.approx(value, rel=1e-12):
-                        problems.append(f"{model} {gpu_name} b={batch} ctx={context}: {key} "
-                                        f"page {shown[key]} != inferbook {value}")
-                if shown["bound"] != bound(g, c.intensity):
-                    problems.append(f"{model} {gpu_name} b={batch} ctx={context}: bound")
+                problems += _knob_problems("grid", _shown(knob), model, gpu_name, batch, context)
         browser.close()
     assert not problems, "\n".join(problems[:20])
+
+
+@needs_chromium
+def test_calculators_first_answer_matches_the_package(html):
+    """What a reader sees before touching anything: each calculator embedded in the book, as
+    its page opens, against inferbook (the inputs it shows are read back from the page)."""
+    from playwright.sync_api import sync_playwright
+
+    pages = [n for n in READING_PAGES if "data-inferbook-calc=" in (html / f"{n}.html").read_text()]
+    assert any("roofline" in (html / f"{n}.html").read_text() for n in pages), pages
+    problems, checked = [], 0
+    with sync_playwright() as p:
+        browser = _browser(p)
+        for name in pages:
+            page = _open(browser, (html / f"{name}.html").as_uri(), 1280)
+            for root in page.locator('[data-inferbook-calc="roofline"]').all():
+                value = {k: root.evaluate(f"r => r.querySelector('[name=\"{k}\"]').value")
+                         for k in ("model", "gpu", "batch", "context")}
+                want = {k: v for k, v in root.evaluate("r => ({...r.dataset})").items()
+                        if k in ("model", "gpu", "batch", "context")}
+                for k, v in want.items():   # the knob opens at the inputs the page asked for
+                    if str(value[k]) != str(v):
+                        problems.append(f"{name}: the knob opens at {k}={value[k]}, the page asks {v}")
+                problems += _knob_problems(name, _shown(root), value["model"], value["gpu"],
+                                           int(value["batch"]), int(value["context"]))
+                checked += 1
+            for root in page.locator('[data-inferbook-calc="kv-cache"]').all():
+                q = root.evaluate("""r => Object.fromEntries([...r.querySelectorAll('select, input')]
+                    .map(e => [e.name, e.value]))""")
+                q = {**q, "n_gpus": int(q["n_gpus"]), "ctx_tokens": int(q["ctx_tokens"]),
+                     "batch": int(q["batch"]), "reserve_fraction": float(q["reserve_fraction"])}
+                shown = _shown(root)
+                for key, want in _kv_expected(q).items():
+                    if str(shown.get(key)) != str(want):
+                        problems.append(f"{name}: kv calculator opens with {key} {shown.get(key)} "
+                                        f"!= inferbook {want} for {q}")
+                checked += 1
+            page.close()
+        browser.close()
+    assert checked and not problems, "\n".join(problems[:20])

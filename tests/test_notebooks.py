@@ -82,3 +82,54 @@ def test_every_notebook_is_in_the_toc():
     toc = (ROOT / "_toc.yml").read_text()
     missing = [rel(p) for p in ALL if rel(p).removesuffix(".ipynb") not in toc]
     assert not missing, f"not in _toc.yml: {missing}"
+
+
+# ----------------------------------------------------------------------------------------------
+# One story for the reader: one grading command, one way to open the notebooks locally.
+
+GRADE = "make grade NB=notebooks/exercises/{}.ipynb"
+# what a reader must never be told (the old ways): raw pytest grading, a hand-installed JupyterLab
+OTHER_STORIES = {
+    r"pytest\s+(-p\s+inferbook\.grading|--nbval)": "grade with `make grade NB=...` (or `grade()` on Colab)",
+    r"pip install jupyterlab|(?<!make )(\.venv/bin/)?jupyter[ -]lab(?! from)": "open notebooks with `make lab`",
+}
+BOOK_PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
+
+
+def _markdown(path: Path) -> str:
+    if path.suffix == ".md":
+        return path.read_text()
+    nb = json.loads(path.read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("path", ALL + BOOK_PAGES, ids=rel)
+def test_one_grading_and_lab_story(path):
+    text = _markdown(path)
+    problems = [f"{rel(path)} says {m.group(0)!r}: {fix}"
+                for pattern, fix in OTHER_STORIES.items() for m in re.finditer(pattern, text)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", CHAPTERS + EXERCISES + SOLUTIONS, ids=rel)
+def test_every_exercise_link_says_how_to_grade(path):
+    """A page that hands out an exercise says how to grade it, the same way everywhere."""
+    text = _markdown(path)
+    if path in EXERCISES or path in SOLUTIONS:
+        named = {path.stem}
+    else:
+        named = set(re.findall(r"exercises/(ex\w+)\.ipynb", text))
+    for name in sorted(named):
+        assert GRADE.format(name) in text and "grade()" in text, (
+            f"{rel(path)}: say how to grade {name}: `{GRADE.format(name)}` from the repository "
+            "root, or on Colab its last cell, `grade()`")
+
+
+def test_book_pages_tell_the_same_story():
+    for path in [ROOT / "README.md", ROOT / "book" / "how_to_use.md", ROOT / "book" / "intro.md"]:
+        text = path.read_text()
+        assert "make grade NB=notebooks/exercises/" in text and "grade()" in text, rel(path)
+    assert "make lab" in (ROOT / "book" / "how_to_use.md").read_text()
+    assert "make lab" in (ROOT / "README.md").read_text()
+    # the badge's hint (book/_ext) says the same as how-to
+    assert "<code>make lab</code>" in (ROOT / "book" / "_ext" / "inferbook_sphinx.py").read_text()

@@ -112,13 +112,17 @@
 
   function zoomableFigures() {
     document.querySelectorAll("article figure img, article .cell_output img").forEach(function (img) {
-      if (img.closest("a") || img.closest(".ib-zoomable") || img.closest(".ib-calc")) return;
-      var link = document.createElement("a");
-      link.href = img.getAttribute("src");
-      link.className = "ib-zoomable";
+      if (img.closest(".ib-zoomable") || img.closest(".ib-calc")) return;
+      var link = img.closest("a");
+      if (link && !link.classList.contains("image-reference")) return;  // a link elsewhere: keep it
+      if (!link) {                 // Sphinx links scaled figures to their image; others get one
+        link = document.createElement("a");
+        link.href = img.getAttribute("src");
+        img.parentNode.insertBefore(link, img);
+        link.appendChild(img);
+      }
+      link.classList.add("ib-zoomable");
       link.title = "Enlarge the figure";
-      img.parentNode.insertBefore(link, img);
-      link.appendChild(img);
       var badge = document.createElement("span");
       badge.className = "ib-zoom-badge";
       badge.setAttribute("aria-hidden", "true");
