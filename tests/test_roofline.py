@@ -70,8 +70,8 @@ def test_time_bound_is_the_larger_of_compute_and_memory():
 def test_num_kv_splits_fills_the_sms_but_keeps_chunks_long():
     from inferbook.roofline import num_kv_splits
 
-    assert num_kv_splits(1, 8, 32768, 132) == 17          # 8 x 17 = 136 >= 132
-    assert 8 * 16 < 132
+    assert num_kv_splits(1, 8, 32768, 132) == 16          # 8 x 16 = 128 <= 132 < 8 x 17
+    assert num_kv_splits(2, 8, 32768, 132) == 8
     assert num_kv_splits(1, 8, 1024, 132) == 4            # 1024 / 256: chunks stay >= 256
     assert num_kv_splits(64, 8, 32768, 132) == 1          # the batch already fills the GPU
     assert num_kv_splits(1, 8, 100, 132) == 1

@@ -132,17 +132,19 @@ def num_kv_splits(batch: int, kv_heads: int, context: int, num_sms: int,
                   min_tokens_per_split: int = 256) -> int:
     """Return the number of KV splits for a split-KV decode step.
 
-    Rule: the fewest splits S with batch x kv_heads x S >= num_sms (one program per SM at
-    least), but no split shorter than `min_tokens_per_split` keys (a shorter chunk does too
-    little work to pay for its partial output and the merge): S = min(ceil(num_sms /
-    (batch x kv_heads)), max(1, context // min_tokens_per_split)). S = 1 when the grid already
-    fills the GPU.
+    Rule: the most splits S with batch x kv_heads x S <= num_sms (fill the SMs in one wave:
+    with equal chunks, one program more than there are SMs starts a second wave that doubles
+    the time), but no split shorter than `min_tokens_per_split` keys (a shorter chunk does too
+    little work to pay for its partial output and the merge): S = max(1, min(num_sms //
+    (batch x kv_heads), context // min_tokens_per_split)). S = 1 when the grid already fills
+    the GPU. flash-attn's FlashAttention-4 interface uses the same shape,
+    min(num_SMs // tiles, 128, key blocks).
     """
     for name, value in (("batch", batch), ("kv_heads", kv_heads), ("context", context),
                         ("num_sms", num_sms), ("min_tokens_per_split", min_tokens_per_split)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"num_kv_splits: {name} must be a positive integer, got {value!r}")
-    fill = -(-num_sms // (batch * kv_heads))
+    fill = num_sms // (batch * kv_heads)
     return max(1, min(fill, context // min_tokens_per_split))
 
 
