@@ -121,3 +121,53 @@ def test_recomputed_tokens_count_readmissions():
             assert r.recomputed_tokens >= r.preemptions * int(requests.prompt_lens.min())
     paged = simulate(requests, "paged", capacity_tokens=8192, block_size=16)
     assert paged.preemptions > 0 and paged.recomputed_tokens > 0
+
+
+# Numbers of the if-per-policy simulator before the policy objects (commit ab96a28), on one
+# workload: the refactor must keep every total. sharegpt_like(200, seed=3), 8192 tokens, blocks of 16.
+PINNED = {
+    "reserve_max": dict(steps=17029, held=30123894, reserved=134430720, capacity=134430720, external=0,
+                        preemptions=0, recomputed_tokens=0, max_concurrent=4),
+    "pow2": dict(steps=9966, held=29591693, reserved=68664320, capacity=76627968, external=4592128,
+                 preemptions=0, recomputed_tokens=0, max_concurrent=15),
+    "exact": dict(steps=7937, held=29386192, reserved=48540695, capacity=59637760, external=10459352,
+                  preemptions=0, recomputed_tokens=0, max_concurrent=20),
+    "paged": dict(steps=4056, held=27388316, reserved=27856384, capacity=28459008, external=0,
+                  preemptions=259, recomputed_tokens=50643, max_concurrent=54),
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_policy_objects_keep_the_results(policy):
+    from inferbook.fragmentation import SCHEMES
+
+    assert set(SCHEMES) == set(POLICIES)
+    r = simulate(sharegpt_like(200, seed=3), policy, capacity_tokens=8192, block_size=16)
+    assert {k: getattr(r, k) for k in PINNED[policy]} == PINNED[policy]
+    assert r.completed == 200
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: sharegpt_like(10, seed=-1), "seed"),
+    (lambda: sharegpt_like(10, seed="a"), "seed"),
+    (lambda: sharegpt_like(10, max_len=1), "max_len"),
+    (lambda: simulate("requests", "paged"), "requests"),
+    (lambda: simulate(sharegpt_like(10, max_len=64), "paged", capacity_tokens=64, block_size=64), "block_size"),
+    (lambda: simulate(sharegpt_like(10), "exact", capacity_tokens=True), "capacity_tokens"),
+    (lambda: simulate(sharegpt_like(10), "exact", max_steps=0), "max_steps"),
+    (lambda: Requests(np.array([1, 2]), np.array([1]), max_len=8), "prompt_lens"),
+    (lambda: Requests(np.array([1.5]), np.array([1]), max_len=8), "prompt_lens"),
+    (lambda: Requests(np.array([0]), np.array([1]), max_len=8), "prompt_lens"),
+    (lambda: Requests(np.array([5]), np.array([4]), max_len=8), "max_len"),
+])
+def test_bad_input_names_the_argument(call, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        call()
+
+
+def test_a_rejected_call_leaves_the_allocator_unchanged():
+    alloc = BlockAllocator(64, 16)
+    before = alloc.num_free_blocks
+    with pytest.raises(ValueError):
+        simulate(sharegpt_like(10), "paged", capacity_tokens=100, allocator=alloc)
+    assert alloc.num_free_blocks == before

@@ -23,6 +23,8 @@ capacity_tokens, block_size=16, max_len=2048, allocator=None)`` → ``SimResult`
 ``utilisation`` (token states / pool), ``waste`` (1 − token states / reserved), ``max_concurrent``,
 ``steps`` and per-step ``timeline`` arrays. `allocator` lets the paged policy run on any object
 with ``allocate()``, ``free(block)`` and ``num_free_blocks`` (e.g. an exercise's own free list).
+Each policy is one small object in ``SCHEMES`` (admit, grow, release); ``simulate`` runs the same
+step loop for all of them.
 
 The workload's lengths are log-normal with the means the vLLM paper reports for ShareGPT
 (Kwon et al. 2023, Fig. 11: 161.31 input and 337.99 output tokens on average).
@@ -53,6 +55,23 @@ class Requests:
     output_lens: np.ndarray
     max_len: int
 
+    def __post_init__(self):
+        max_len = validate.integer("max_len", self.max_len, minimum=2)
+        lens = []
+        for name in ("prompt_lens", "output_lens"):
+            value = np.asarray(getattr(self, name))
+            if value.ndim != 1 or not np.issubdtype(value.dtype, np.integer):
+                raise ValueError(f"{name} must be a 1-D integer array; got {value.dtype} of "
+                                 f"shape {value.shape}")
+            if value.size and value.min() < 1:
+                raise ValueError(f"{name} must be >= 1 everywhere; got {int(value.min())}")
+            lens.append(value)
+        if len(lens[0]) != len(lens[1]):
+            raise ValueError(f"prompt_lens ({len(lens[0])}) and output_lens ({len(lens[1])}) "
+                             f"must have one entry per request")
+        if len(lens[0]) and int((lens[0] + lens[1]).max()) > max_len:
+            raise ValueError(f"every prompt + output must be <= max_len ({max_len})")
+
     def __len__(self) -> int:
         return len(self.prompt_lens)
 
@@ -73,6 +92,7 @@ def sharegpt_like(
     Lengths are at least 1 and a request never exceeds `max_len` (outputs are cut).
     """
     n = validate.positive_int("n", n)
+    seed = validate.non_negative_int("seed", seed)
     max_len = validate.integer("max_len", max_len, minimum=2)
     for name, value in (("mean_prompt", mean_prompt), ("mean_output", mean_output)):
         validate.finite_float(name, value, minimum=1.0)
@@ -162,6 +182,134 @@ class _FirstFit:
         return sum(self.sizes)
 
 
+class _Scheme:
+    """One allocation scheme: how a request is admitted, grows and is released.
+
+    `admit` reserves memory for request i (None if it does not fit now; then
+    `blocked_external` says whether enough slots were free, in holes too small), `needs_memory`
+    says whether a running sequence must grow before its next token, `grow` adds that memory
+    (only when `has_free_memory()`), `release` frees it. `reserved` is the slots held now.
+    """
+
+    grows = False                # does a running sequence ever need more memory?
+
+    def __init__(self, requests: Requests, capacity_tokens: int, block_size: int, allocator):
+        self.prompts = requests.prompt_lens.tolist()
+        self.outputs = requests.output_lens.tolist()
+        self.max_len = requests.max_len
+        self.capacity = capacity_tokens
+        self.reserved = 0
+        self.blocked_external = False
+
+    def admit(self, i: int, length: int, n_running: int):
+        raise NotImplementedError
+
+    def needs_memory(self, state: list) -> bool:
+        return False
+
+    def has_free_memory(self) -> bool:
+        return True
+
+    def grow(self, i: int, state: list) -> None:
+        raise NotImplementedError
+
+    def release(self, i: int, handle) -> None:
+        raise NotImplementedError
+
+    def free_slots(self) -> int:
+        """Free slots, counted as external fragmentation when the queue head fit in no hole."""
+        return 0
+
+
+class _ReserveMax(_Scheme):
+    """Every request reserves max_len slots; the pool holds capacity // max_len of them."""
+
+    def admit(self, i, length, n_running):
+        if n_running >= self.capacity // self.max_len:
+            return None
+        self.reserved += self.max_len
+        return True
+
+    def release(self, i, handle):
+        self.reserved -= self.max_len
+
+
+class _Contiguous(_Scheme):
+    """prompt + output slots (rounded by `_round`), first fit in one contiguous pool."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.pool = _FirstFit(self.capacity)
+
+    def _round(self, n: int) -> int:
+        return n
+
+    def size(self, i: int) -> int:
+        return self._round(self.prompts[i] + self.outputs[i])
+
+    def admit(self, i, length, n_running):
+        start = self.pool.alloc(self.size(i))
+        if start is None:
+            self.blocked_external = self.pool.free_total >= self.size(i)
+            return None
+        self.reserved += self.size(i)
+        return start
+
+    def release(self, i, handle):
+        self.pool.free(handle, self.size(i))
+        self.reserved -= self.size(i)
+
+    def free_slots(self):
+        return self.pool.free_total
+
+
+class _Pow2(_Contiguous):
+    """prompt + output rounded up to a power of two (at most max_len)."""
+
+    def _round(self, n):
+        return min(self.max_len, 1 << (n - 1).bit_length())
+
+
+class _Paged(_Scheme):
+    """Blocks from a free list, one more when the last is full; 1% of the blocks kept free."""
+
+    grows = True
+
+    def __init__(self, requests, capacity_tokens, block_size, allocator):
+        super().__init__(requests, capacity_tokens, block_size, allocator)
+        self.block_size = block_size
+        self.allocator = allocator or BlockAllocator(capacity_tokens // block_size, block_size)
+        self.watermark = max(1, (capacity_tokens // block_size) // 100)  # as vLLM does
+        self.tables: dict[int, list[int]] = {}
+
+    def admit(self, i, length, n_running):
+        n_blocks = ceil_div(length + 1, self.block_size)  # the context and the next token's KV
+        if self.allocator.num_free_blocks - n_blocks < self.watermark:
+            return None
+        self.tables[i] = [self.allocator.allocate() for _ in range(n_blocks)]
+        self.reserved += n_blocks * self.block_size
+        return n_blocks
+
+    def needs_memory(self, state):
+        return state[0] + 1 > state[2] * self.block_size
+
+    def has_free_memory(self):
+        return self.allocator.num_free_blocks > 0
+
+    def grow(self, i, state):
+        self.tables[i].append(self.allocator.allocate())
+        state[2] += 1
+        self.reserved += self.block_size
+
+    def release(self, i, handle):
+        for b in reversed(self.tables.pop(i)):
+            self.allocator.free(b)
+        self.reserved -= handle * self.block_size
+
+
+SCHEMES = {"reserve_max": _ReserveMax, "pow2": _Pow2, "exact": _Contiguous, "paged": _Paged}
+
+
 def simulate(
     requests: Requests,
     policy: str,
@@ -171,6 +319,8 @@ def simulate(
     max_steps: int = 1_000_000,
 ) -> SimResult:
     """Serve every request with one allocation policy; return memory statistics (see module doc)."""
+    if not isinstance(requests, Requests):
+        raise TypeError(f"requests must be a Requests (from sharegpt_like); got {type(requests).__name__}")
     validate.one_of("policy", policy, POLICIES)
     capacity_tokens = validate.positive_int("capacity_tokens", capacity_tokens)
     block_size = validate.positive_int("block_size", block_size)
@@ -178,64 +328,31 @@ def simulate(
     max_len = requests.max_len
     if capacity_tokens < max_len:
         raise ValueError(f"capacity_tokens={capacity_tokens} must hold one sequence of max_len={max_len}")
-    prompts, outputs = requests.prompt_lens.tolist(), requests.output_lens.tolist()
-    waiting = deque(range(len(prompts)))
-    generated = [0] * len(prompts)  # survives preemption
+    if policy == "paged" and allocator is None and capacity_tokens // block_size < 2:
+        raise ValueError(f"block_size={block_size} leaves fewer than 2 blocks in "
+                         f"capacity_tokens={capacity_tokens}")
+    scheme = SCHEMES[policy](requests, capacity_tokens, block_size, allocator)
+    outputs = scheme.outputs
+    waiting = deque(range(len(outputs)))
+    generated = [0] * len(outputs)  # survives preemption
     # running: id -> [length, generated, handle]; dicts keep admission order (newest last)
     running: dict[int, list] = {}
-    if policy == "paged":
-        if allocator is None:
-            allocator = BlockAllocator(capacity_tokens // block_size, block_size)
-        watermark = max(1, (capacity_tokens // block_size) // 100)  # keep 1% free, as vLLM does
-        tables: dict[int, list[int]] = {}
-    elif policy in ("exact", "pow2"):
-        pool = _FirstFit(capacity_tokens)
-    size = {"exact": lambda i: prompts[i] + outputs[i],
-            "pow2": lambda i: min(max_len, 1 << (prompts[i] + outputs[i] - 1).bit_length())}.get(policy)
-    slots_max = capacity_tokens // max_len
-    reserved_now = 0
     tl = {k: [] for k in ("held", "reserved", "running", "waiting")}
     totals = dict(held=0, reserved=0, capacity=0, external=0)
     max_concurrent = preemptions = steps = completed = recomputed_tokens = 0
     admitted_before: set[int] = set()
 
-    def release(i):
-        nonlocal reserved_now
-        length, _, handle = running.pop(i)
-        if policy == "paged":
-            for b in reversed(tables.pop(i)):
-                allocator.free(b)
-            reserved_now -= handle * block_size
-        elif size is not None:
-            pool.free(handle, size(i))
-            reserved_now -= size(i)
-        else:
-            reserved_now -= max_len
-
     while waiting or running:
         if steps >= max_steps:
             raise RuntimeError(f"simulation did not finish in {max_steps} steps (policy {policy})")
-        # 1. admit from the head of the queue while the policy finds memory (FCFS, no skipping)
-        blocked_external = False
+        # 1. admit from the head of the queue while the scheme finds memory (FCFS, no skipping)
+        scheme.blocked_external = False
         while waiting:
             i = waiting[0]
-            length = prompts[i] + generated[i]  # > prompt only after a preemption
-            if policy == "reserve_max":
-                if len(running) >= slots_max:
-                    break
-                handle, reserved_now = None, reserved_now + max_len
-            elif size is not None:
-                start = pool.alloc(size(i))
-                if start is None:
-                    blocked_external = pool.free_total >= size(i)
-                    break
-                handle, reserved_now = start, reserved_now + size(i)
-            else:
-                n_blocks = ceil_div(length + 1, block_size)  # the context plus the next token's KV
-                if allocator.num_free_blocks - n_blocks < watermark:
-                    break
-                tables[i] = [allocator.allocate() for _ in range(n_blocks)]
-                handle, reserved_now = n_blocks, reserved_now + n_blocks * block_size
+            length = scheme.prompts[i] + generated[i]  # > prompt only after a preemption
+            handle = scheme.admit(i, length, len(running))
+            if handle is None:
+                break
             waiting.popleft()
             if i in admitted_before:  # readmission after a preemption: its KV is recomputed
                 recomputed_tokens += length
@@ -246,17 +363,15 @@ def simulate(
             if i not in running:  # preempted during this step
                 continue
             state = running[i]
-            if policy == "paged" and state[0] + 1 > state[2] * block_size:
-                while allocator.num_free_blocks == 0:  # preempt the newest other sequence
+            if scheme.needs_memory(state):
+                while not scheme.has_free_memory():  # preempt the newest other sequence
                     victim = next(j for j in reversed(running) if j != i) if len(running) > 1 else None
                     if victim is None:
                         raise OutOfBlocksError(1, 0, f"sequence {i} alone")
-                    release(victim)
+                    scheme.release(victim, running.pop(victim)[2])
                     waiting.appendleft(victim)
                     preemptions += 1
-                tables[i].append(allocator.allocate())
-                state[2] += 1
-                reserved_now += block_size
+                scheme.grow(i, state)
             state[0] += 1
             state[1] += 1
             generated[i] += 1
@@ -264,18 +379,18 @@ def simulate(
         steps += 1
         max_concurrent = max(max_concurrent, len(running))
         tl["held"].append(held_now)
-        tl["reserved"].append(reserved_now)
+        tl["reserved"].append(scheme.reserved)
         tl["running"].append(len(running))
         tl["waiting"].append(len(waiting))
         if waiting:  # the pool is the bottleneck: count this step
             totals["held"] += held_now
-            totals["reserved"] += reserved_now
+            totals["reserved"] += scheme.reserved
             totals["capacity"] += capacity_tokens
-            if blocked_external:
-                totals["external"] += pool.free_total
+            if scheme.blocked_external:
+                totals["external"] += scheme.free_slots()
         # 3. finished sequences free their memory
         for i in [i for i, s in running.items() if s[1] >= outputs[i]]:
-            release(i)
+            scheme.release(i, running.pop(i)[2])
             completed += 1
     if totals["capacity"] == 0:
         raise ValueError("no request ever waited: the pool is larger than the workload needs; "
