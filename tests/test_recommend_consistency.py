@@ -28,7 +28,7 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
                                                                 pipeline_parallel=pp)
     assert p.kv_bytes_per_sequence == sizing.kv_bytes_per_gpu(
         spec, tp, ctx, 1, p.kv_dtype, pipeline_parallel=pp,
-        window_extra_tokens=lay.window_extra_tokens)
+        window_extra_tokens=lay.window_extra_tokens, block_size=16)
     assert p.kv_bytes_per_token == sizing.kv_bytes_per_gpu(spec, tp, 1, 1, p.kv_dtype,
                                                            pipeline_parallel=pp)
     runtime = sizing.vllm_runtime_memory(spec, tp, max_num_batched_tokens=p.max_num_batched_tokens,
@@ -39,7 +39,7 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
     assert p.memory == budget
     assert p.seqs_at_typical == sizing.sequences_that_fit(
         budget.kv_budget_bytes, spec, tp, ctx // 2, p.kv_dtype, pipeline_parallel=pp,
-        window_extra_tokens=lay.window_extra_tokens)
+        window_extra_tokens=lay.window_extra_tokens, block_size=16)
     if pp == 1 and sizing.get_dtype(p.kv_dtype).name == p.kv_dtype:
         # sizing's own fit check agrees once given the same budget terms
         report = sizing.fits(spec, p.gpu, tp, ctx, 1, p.kv_dtype, p.weight_dtype,

@@ -80,9 +80,10 @@ def test_3_sliding_windows_count_as_vllm_counts_them():
     mistral = model("Mistral-7B-v0.1")
     p = recommend(mistral, "1xL4", Workload("chat", context_tokens=32768))
     lay = p.decision("parallelism").value["layout"]
-    held = min(4096 + lay.window_extra_tokens, 32768)
-    per_request = 32 * 2 * 8 * 128 * 2 * held
-    assert lay.window_extra_tokens == 2 * p.max_num_batched_tokens   # async: 2 batches in flight
+    # vLLM 0.33.0 SlidingWindowSpec.max_admission_blocks_per_request: whole 16-token blocks
+    blocks = -(-min(4096 - 1 + lay.window_extra_tokens, 32768) // 16) + 1
+    per_request = 32 * 2 * 8 * 128 * 2 * 16 * blocks
+    assert lay.window_extra_tokens == 2 * p.max_num_batched_tokens   # async: pp + 1 batches
     assert p.kv_bytes_per_sequence == per_request
     assert p.seqs_at_full_context == p.memory.kv_budget_bytes // per_request > 1
     # the window caps the cache: a 32K request holds under a third of its full-attention cache
@@ -90,7 +91,8 @@ def test_3_sliding_windows_count_as_vllm_counts_them():
     gemma = recommend("Gemma-2-9B", "1xA100", Workload("chat", context_tokens=8192))
     g_lay = gemma.decision("parallelism").value["layout"]
     assert gemma.kv_bytes_per_sequence == sizing.kv_bytes_per_gpu(
-        "Gemma-2-9B", 1, 8192, 1, "bf16", window_extra_tokens=g_lay.window_extra_tokens)
+        "Gemma-2-9B", 1, 8192, 1, "bf16", window_extra_tokens=g_lay.window_extra_tokens,
+        block_size=16)
 
 
 def test_4_data_parallel_plans_use_a_fixed_draft_length():

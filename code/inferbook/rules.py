@@ -36,6 +36,7 @@ MTP_ACCEPTANCE = 0.85      # DeepSeek-V3 report, Sec. 5.4.3: 2nd-token acceptanc
 ASSUMED_ACCEPTANCE = {"eagle3": 0.7, "ngram": 0.5}   # assumptions, not measurements
 SUFFIX_MAX_TREE_DEPTH = 24  # vLLM SpeculativeConfig.suffix_decoding_max_tree_depth default
 MAX_DRAFT_TOKENS = 8
+BLOCK_SIZE = sizing.DEFAULT_BLOCK_SIZE   # vLLM reserves whole KV blocks per request
 MIN_USEFUL_BATCH = 8       # below this many requests per replica, warn: decode wastes bandwidth
 # Speculative methods whose batch-size schedule vLLM's V1 runner keeps
 # (VllmConfig._maybe_disable_dynamic_sd_for_v1).
@@ -128,13 +129,14 @@ class Layout:
         return sizing.sequences_that_fit(
             self.budget.kv_budget_bytes, spec, self.tp, tokens, self.kv_dtype,
             shared_prefix_tokens=shared_prefix, pipeline_parallel=self.pp,
-            window_extra_tokens=self.window_extra_tokens)
+            window_extra_tokens=self.window_extra_tokens, block_size=BLOCK_SIZE)
 
     def kv_bytes(self, spec: ModelSpec, tokens: int, batch: int = 1) -> int:
         """Return the KV bytes per GPU of `batch` requests of `tokens` tokens."""
         return sizing.kv_bytes_per_gpu(spec, self.tp, tokens, batch, self.kv_dtype,
                                        pipeline_parallel=self.pp,
-                                       window_extra_tokens=self.window_extra_tokens)
+                                       window_extra_tokens=self.window_extra_tokens,
+                                       block_size=BLOCK_SIZE)
 
 
 @dataclass(frozen=True)
