@@ -318,7 +318,7 @@ def _ch3_p_shape() -> str:
 
 
 def _ch3_one_round_trip() -> str:
-    from inferbook.io_model import flash_attention_io
+    from inferbook.io_model import flash_attention_io, kv_passes
 
     n, d, m = 4096, 64, 2**15
     block_q = m // (6 * d)
@@ -326,10 +326,14 @@ def _ch3_one_round_trip() -> str:
     io = flash_attention_io(n, d, m)
     kv_reads = io.reads - n * d            # everything read except Q itself
     assert kv_reads == passes * 2 * n * d
+    paper_passes = kv_passes(n, d, m, rows_divisor=4)
+    assert paper_passes < passes == kv_passes(n, d, m)
     return ("True of the Q tiles and the O tiles. K and V are read once per Q tile: at N = "
-            f"{n:,}, d = {d} and an SRAM of 2^15 elements (Q tiles of {block_q} rows), {passes} "
-            "times each (`inferbook.io_model` counts it). That is why FlashAttention's traffic is "
-            "Θ(N²d²/M), not Θ(Nd) {cite:p}`dao2022flashattention` (Theorem 2).")
+            f"{n:,}, d = {d} and an SRAM of 2^15 elements, {passes} times each with Q tiles of "
+            f"{block_q} rows (M/6d, chapter 3's tiles) and {paper_passes} times with the "
+            f"{m // (4 * d)} rows of the paper's M/4d (`inferbook.io_model` counts it). That is "
+            "why FlashAttention's traffic is Θ(N²d²/M), not Θ(Nd) {cite:p}`dao2022flashattention` "
+            "(Theorem 2).")
 
 
 def _ch3_blog_o_n_time() -> str:
@@ -567,8 +571,15 @@ def _ch4_fa4_pending() -> str:
 
 
 def _ch4_fa4() -> str:
-    return ("True of the first release; the FlashAttention-4 paper has a backward pass, using "
-            "Blackwell's tensor memory and 2-CTA MMA mode {cite:p}`zadouri2026flashattention4`.")
+    from inferbook.attention_backends import FLASH_ATTENTION_VERSIONS
+
+    fa3 = next(v for v in FLASH_ATTENTION_VERSIONS if v.name == "FlashAttention-3")
+    assert fa3.min_compute_capability == (9, 0)
+    return ("True of its first code (the Blackwell forward came in June 2025, the backward in "
+            "October 2025 {cite:p}`flash_attn_cute`), not of the paper, whose backward pass uses "
+            "Blackwell's tensor memory and 2-CTA MMA mode {cite:p}`zadouri2026flashattention4`. "
+            "And training on Blackwell cannot \u201cstill use\u201d FlashAttention-3: its kernels "
+            "are written for Hopper (sm90) {cite:p}`shah2024flashattention3`.")
 
 
 # ---- chapter 5 -------------------------------------------------------------------------------
