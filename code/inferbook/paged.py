@@ -65,6 +65,7 @@ from . import validate
 from .arith import ceil_div
 from .blocks import (BlockAllocator, BlockManager, OutOfBlocksError,  # noqa: F401 (re-exported)
                      blocks_for, check_invariants)
+from .masks import causal_mask, position_mask
 
 
 class PagedKVCache:
@@ -227,7 +228,7 @@ class _Group:
         query_pos = torch.full((len(members) * q_max,), -1, dtype=torch.long)
         query_pos[rows] = torch.tensor([starts[b] + i for b in members for i in range(lengths[b])])
         query_pos = query_pos.view(len(members), q_max)
-        allowed = torch.arange(width * block_size)[None, None, :] <= query_pos[:, :, None]  # causal
+        allowed = position_mask(query_pos, width * block_size)  # causal: key j iff j <= position
         allowed[:, :, 0] |= query_pos < 0  # padded query rows attend somewhere harmless (discarded)
         self.rows = torch.tensor(rows)  # [T_g] rows of the group's tokens in the padded queries
         self.tables = torch.tensor([tables[b][:width] + [0] * (width - len(tables[b][:width]))
@@ -424,7 +425,7 @@ def paged_attention(
     v = v.transpose(0, 1).repeat_interleave(group, dim=0)
     n_q = q.shape[1]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    allowed = torch.ones(n_q, context_len, dtype=torch.bool, device=q.device).tril(context_len - n_q)
+    allowed = causal_mask(n_q, context_len, device=q.device)  # bottom-right aligned
     scores = scores.masked_fill(~allowed, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
