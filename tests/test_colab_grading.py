@@ -2,8 +2,9 @@
 
 Colab answers `google.colab._message.blocking_request("get_ipynb")` with the live notebook's JSON;
 the fake in tests/fake_colab returns the file named by FAKE_COLAB_IPYNB (the "tab"). grade() runs
-the same cells with the same checks as the local command, so its verdict — which parts pass, and
-the first failed check — must equal `pytest -p inferbook.grading --nbval-lax` on the same notebook.
+the same grader as the local command (the book's checks, in a separate process), so its report —
+which parts pass, the first failed check, the notes — must equal `pytest -p inferbook.grading
+--nbval-lax` on the same notebook, tampered checks, %%time and SyntaxErrors included.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 import pytest
 
-from grading_cases import ALTERNATIVES, WRONG
+from grading_cases import ALTERNATIVES, NOTEBOOK_CASES, WRONG
 from grading_helpers import EXERCISES, ROOT, grade_with_pytest, variant
 
 from inferbook import grading
@@ -109,3 +110,28 @@ def test_a_tab_without_cell_tags_still_skips_the_grade_cell(colab, tmp_path):
     _in_tab(colab, tab)
     report = grading.grade(quiet=True)
     assert report.passed and len(report.parts) == 3, str(report)
+
+
+def test_same_report_for_tampered_notebooks(colab, tmp_path):
+    labels = ["check helpers redefined in an added cell", "%%time on an answer cell", "SyntaxError in an answer",
+              "package-calling answer", "raises-exception tag and NBVAL_SKIP on a check", "deleted check"]
+    cases = [next(c for c in NOTEBOOK_CASES if c[1] == label) for label in labels]
+    paths = [variant(c[0], tmp_path / f"case{i}", edit=c[2]) for i, c in enumerate(cases)]
+    local, _ = grade_with_pytest(paths)
+    for path, case, expected in zip(paths, cases, local):
+        _in_tab(colab, path)
+        got = grading.grade(quiet=True)
+        assert _verdict(got) == _verdict(expected), f"{case[1]}:\n{got}\n---\n{expected.text}"
+        assert [f"  Note: {n}" for n in got.notes] == [ln for ln in expected.text.splitlines() if "Note:" in ln]
+
+
+def test_a_tab_without_cell_ids_is_graded_by_position(colab, tmp_path):
+    tab = variant("ex03_online_softmax", tmp_path / "tab")
+    nb = json.loads(tab.read_text())
+    for cell in nb["cells"]:
+        cell.pop("id", None)
+        cell["metadata"] = {}
+    tab.write_text(json.dumps(nb))
+    _in_tab(colab, tab)
+    report = grading.grade(quiet=True)
+    assert report.passed, str(report)

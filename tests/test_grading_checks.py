@@ -38,7 +38,7 @@ def test_equal_shows_the_first_difference():
     assert "at step 2: expected 'c', got (nothing) (3 expected, 2 returned)" in msg
     assert failure(check_equal, "n", 0, 1) == "CHECK FAILED [n]: expected 1, got 0."
     assert "no answer yet" in failure(check_equal, "n", None, 1)
-    assert "expected True, got 1" in failure(check_equal, "bool", 1, True)
+    assert "expected True or False (a bool), got an int (1)" in failure(check_equal, "bool", 1, True)
 
 
 def test_allclose_and_close():
@@ -96,3 +96,57 @@ def test_report_names_parts_from_headings():
     report = grading.build_report("nb", cells, {1: ("pass", ""), 3: ("pass", ""), 4: ("fail", message), 6: ("not run", "")})
     assert [(p.title, p.status) for p in report.parts] == [("Part 1 — one", "fail"), ("Part 2 — two", "not run")]
     assert "0 of 2 parts pass." in str(report) and "Cell" not in str(report)
+
+
+def test_checks_name_the_type_they_expected():
+    assert "expected a number (an int or a float), got a str ('12')" in failure(check_equal, "n", "12", 12)
+    assert "expected a sequence" in failure(check_equal, "xs", 3, [1, 2, 3])
+    assert "expected True or False (a bool), got an int" in failure(check_equal, "b", 1, True)
+    # check_allclose fails (never crashes) on an answer that is not an array of numbers
+    for wrong in ["abc", {"a": 1}, [[1, 2], [3]], object()]:
+        msg = failure(check_allclose, "out", wrong, np.ones(2))
+        assert "expected an array or tensor of numbers of shape (2,)" in msg, msg
+
+
+def test_check_close_refuses_bools_like_check_equal():
+    for value in (True, False, np.bool_(True)):
+        assert "expected a number" in failure(check_close, "ratio", value, 1.0)
+    assert "expected a number" in failure(check_close, "ratio", "1.0", 1.0)
+
+
+def test_hidden_checks_never_show_the_expected_value():
+    for msg in [failure(check_equal, "h", [1, 2, 41], [1, 2, 42], hidden=True),
+                failure(check_close, "h", 41.0, 42.0, hidden=True),
+                failure(check_allclose, "h", np.array([41.0]), np.array([42.0]), hidden=True),
+                failure(check_close, "h", True, 42.0, hidden=True)]:
+        assert "42" not in msg and "CHECK FAILED [h]" in msg, msg
+    assert "got 41, which is wrong" in failure(check_equal, "h", 41, 42, hidden=True)
+    assert "too small" in failure(check_close, "h", 41.0, 42.0, hidden=True)
+
+
+def test_without_is_inert_outside_the_grader():
+    """In a live kernel every cell is notebook code: only the grader tells answers from checks."""
+    from inferbook.arith import ceil_div
+
+    with part(1, without=["inferbook.arith"]):
+        assert ceil_div(7, 2) == 4
+    assert ceil_div.__code__.co_filename.endswith("arith.py")
+
+
+def test_without_makes_package_code_unavailable_to_the_learner(monkeypatch):
+    from inferbook.arith import ceil_div
+
+    source = "def mine(n):\n    return ceil_div(n, 2)\n"
+    answer_cell = {"ceil_div": ceil_div}
+    exec(compile(source, "<answer a>", "exec"), answer_cell)
+    monkeypatch.setattr(grading, "_RUN", [{"student_files": {"<answer a>"}}])
+    with pytest.raises(ExerciseCheckFailed, match=r"^CHECK FAILED \[Part 1/your own code\]: mine calls the "
+                                                  r"package's inferbook.arith.ceil_div"):
+        with part(1, without=["inferbook.arith.ceil_div"]):
+            try:
+                answer_cell["mine"](7)          # caught by the learner: the part still fails
+            except ExerciseCheckFailed:
+                pass
+    with part(2, without=["inferbook.arith.ceil_div"]):
+        assert ceil_div(7, 2) == 4              # the check itself may call it
+    assert ceil_div(7, 2) == 4 and ceil_div.__code__.co_filename.endswith("arith.py")

@@ -315,7 +315,8 @@ def _short(value: Any, limit: int = 160) -> str:
 
 def _kind(value: Any) -> str:
     """'a str ('12')': what a learner returned, named by its type."""
-    return f"a {type(value).__name__} ({_short(value, 60)})"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} ({_short(value, 60)})"
 
 
 def _type_problem(got: Any, expected: Any) -> str | None:
@@ -369,7 +370,7 @@ def check_equal(name: str, got: Any, expected: Any, hint: str = "",
 
 
 def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool8")
+    return isinstance(value, bool) or type(value).__name__ in ("bool", "bool_", "bool8")
 
 
 def check_close(name: str, got: Any, expected: float, rel: float = 1e-6, abs_: float = 0.0, hint: str = "",
