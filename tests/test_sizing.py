@@ -281,7 +281,8 @@ def test_vllm_budget_terms_are_stated():
     assert rt.cuda_graph_bytes == int(sizing.CUDA_GRAPH_GIB["tp1"] * 2**30) and "logs" in rt.how
     old = sizing.vllm_runtime_memory("Llama-3.1-8B", 1, max_num_batched_tokens=8192,
                                      max_num_seqs=1024, vllm_version="0.10.1")
-    assert old.cuda_graph_bytes == 0 and old.activation_bytes < rt.activation_bytes
+    # 0.33.0 samples with FlashInfer (cheaper); 0.10 pip installs fell back to PyTorch's sort
+    assert old.cuda_graph_bytes == 0 and old.activation_bytes > rt.activation_bytes
     b = sizing.memory_budget("Llama-3.1-8B", "H100", 1, "bf16", gpu_memory_utilization=0.92,
                              runtime=rt)
     total = gpu("H100").memory_bytes

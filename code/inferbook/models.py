@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+CHECKPOINT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "w4a16", "mxfp4")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One model's architecture, as published in its config.json (field names are the config keys)."""
@@ -72,6 +75,18 @@ class ModelSpec:
     params_source: str = ""
     # the instruction-tuned repository a chat or agent deployment serves ("" if none published)
     chat_repo: str = ""
+    # The chat repository's own context limit when it differs from the base model's (0: same).
+    # Qwen2.5-*-Instruct ship max_position_embeddings 32768 and reach 128K only with YaRN;
+    # `chat_rope_scaling` is the override vLLM needs for more (JSON for --hf-overrides /
+    # --rope-scaling), as the model card gives it.
+    chat_max_position_embeddings: int = 0
+    chat_rope_scaling: str = ""
+    # how the checkpoint stores its weights: "bf16", "fp16", "fp32", "fp8", "int8", "int4",
+    # "awq" (AWQ/GPTQ 4-bit, group 128), "w4a16" (compressed-tensors 4-bit) or "mxfp4" (gpt-oss:
+    # routed experts only); sizing.weight_bytes's default
+    checkpoint_dtype: str = "bf16"
+    # parameters outside the language model the checkpoint also loads (a vision tower)
+    vision_params: int = 0
 
     def __post_init__(self) -> None:
         for field in ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -116,16 +131,47 @@ class ModelSpec:
                              "qk_rope_head_dim and v_head_dim")
         if self.kv_lora_rank < 0:
             raise ValueError(f"{self.name}: kv_lora_rank must be >= 0, got {self.kv_lora_rank}")
+        if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
+            raise ValueError(f"{self.name}: checkpoint_dtype must be one of "
+                             f"{', '.join(CHECKPOINT_DTYPES)}, got {self.checkpoint_dtype!r}")
+        for field in ("chat_max_position_embeddings", "vision_params"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{self.name}: {field} must be an int >= 0, got {value!r}")
+
+    @property
+    def chat_context_limit(self) -> int:
+        """Return the context the chat repository serves without rope-scaling overrides."""
+        return self.chat_max_position_embeddings or self.max_position_embeddings
 
     @classmethod
     def from_hf_config(cls, config: dict | str | Path, name: str | None = None) -> "ModelSpec":
         """Return the spec of a Hugging Face `config.json` (a dict, a file, or a folder holding one).
 
-        Reads the Llama, Mistral, Qwen2, Gemma-2, Phi-3, Mixtral and DeepSeek-V2/V3 field names
-        (and any config that uses the same keys): sliding windows from `sliding_window` with
-        `layer_types`, `use_sliding_window`/`max_window_layers` (Qwen2) or the family's pattern
-        (Gemma-2: even layers), MLA from `kv_lora_rank`, experts from `num_local_experts` or
-        `n_routed_experts`. A missing or malformed field raises ValueError naming it.
+        Reads the Llama, Mistral, Qwen2/2.5/3, Qwen3-MoE, Gemma-2/3, Phi-3, Mixtral, gpt-oss and
+        DeepSeek-V2/V3 field names (and any config that uses the same keys):
+
+        * sliding windows from `layer_types` ("sliding_attention" / "full_attention"), Gemma-3's
+          `sliding_window_pattern` (every N-th layer global), `use_sliding_window` /
+          `max_window_layers` (Qwen2) or the family's pattern (Gemma-2: even layers);
+        * MLA from `kv_lora_rank`;
+        * experts from `num_experts` (Qwen-MoE), `num_local_experts` (Mixtral, gpt-oss) or
+          `n_routed_experts` (DeepSeek), expert width from `moe_intermediate_size` (else
+          `intermediate_size`), shared experts from `n_shared_experts` or Qwen's
+          `shared_expert_intermediate_size`, dense layers from `first_k_dense_replace` or a
+          leading `mlp_only_layers`;
+        * tied embeddings from `tie_word_embeddings` (Gemma: tied unless it says otherwise);
+        * the stored weight format from `quantization_config` (fp8, AWQ/GPTQ/compressed-tensors
+          4- and 8-bit, MXFP4) or `torch_dtype`;
+        * multimodal wrappers: the language model from `text_config`, a vision tower's parameters
+          estimated from `vision_config` (`vision_params`).
+
+        What the spec cannot represent is refused, never approximated: linear-attention or
+        state-space layers (`layer_types` entries other than the two attention kinds, Qwen3-Next's
+        `full_attention_interval`, Mamba hybrids), MoE layers on a stride
+        (`decoder_sparse_step` > 1, non-leading `mlp_only_layers`), a shared expert whose width is
+        not a multiple of the routed experts', unknown quantization methods. A missing or
+        malformed field raises ValueError naming it.
         """
         return _from_hf_config(config, name)
 
@@ -211,6 +257,7 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     """
     h = spec.hidden_size
     total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h  # embeddings + final norm
+    total += spec.vision_params
     for layer in range(spec.num_hidden_layers):
         total += _attention_params(spec) + _mlp_params(spec, layer, active_only)
         total += spec.norms_per_layer * h
@@ -251,16 +298,34 @@ def _int_field(cfg: dict, key: str, default=None, *, minimum: int = 1) -> int:
     return value
 
 
+_ATTENTION_TYPES = ("full_attention", "sliding_attention")
+# Keys of architectures whose layers are not all attention layers (state-space, linear attention).
+_NON_ATTENTION_KEYS = ("full_attention_interval", "layers_block_type", "hybrid_override_pattern",
+                       "attn_type_list", "linear_num_value_heads", "mamba_d_state", "ssm_cfg")
+
+
+def _refuse(field: str, why: str):
+    raise ValueError(f"config.json: {field}: {why}; ModelSpec cannot represent it, so it is "
+                     "refused rather than sized wrongly")
+
+
 def _window_layers(cfg: dict, kind: str, n_layers: int):
     """Return (sliding_window, sliding_window_layers) from the config's window fields."""
     window = cfg.get("sliding_window")
     types = cfg.get("layer_types")
     if types is not None:
-        if len(types) != n_layers:
-            raise ValueError(f"config.json: layer_types has {len(types)} entries for "
-                             f"{n_layers} layers")
+        if not isinstance(types, (list, tuple)) or len(types) != n_layers:
+            raise ValueError(f"config.json: layer_types must list one entry per layer "
+                             f"({n_layers}), got {types!r}"[:300])
+        other = sorted({t for t in types if t not in _ATTENTION_TYPES}, key=str)
+        if other:
+            _refuse("layer_types", f"{other} layers are not attention layers (linear attention "
+                                   "or state-space layers cache no K/V per token)")
         flags = tuple(t == "sliding_attention" for t in types)
-    elif kind == "qwen2" or "use_sliding_window" in cfg:
+    elif cfg.get("sliding_window_pattern") is not None and window is not None:
+        pattern = _int_field(cfg, "sliding_window_pattern")   # Gemma-3: every N-th layer global
+        flags = tuple((i + 1) % pattern != 0 for i in range(n_layers))
+    elif kind.startswith("qwen") or "use_sliding_window" in cfg:
         first = cfg.get("max_window_layers", n_layers)  # HF Qwen2: layers >= max_window_layers
         flags = tuple(bool(cfg.get("use_sliding_window")) and i >= first for i in range(n_layers))
     elif kind == "gemma2":
@@ -277,11 +342,115 @@ def _window_layers(cfg: dict, kind: str, n_layers: int):
     return window, flags
 
 
+def _checkpoint_dtype(cfg: dict) -> str:
+    """Return how the checkpoint stores its weights (see ModelSpec.checkpoint_dtype)."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+        dtypes = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+        if torch_dtype not in dtypes:
+            raise ValueError(f"config.json: torch_dtype {torch_dtype!r} is not one of "
+                             f"{', '.join(dtypes)}")
+        return dtypes[torch_dtype]
+    if not isinstance(q, dict):
+        raise ValueError(f"config.json: quantization_config must be an object, got {q!r}")
+    method = str(q.get("quant_method", "")).lower()
+    bits = q.get("bits", q.get("w_bit"))
+    if method in ("fp8", "fbgemm_fp8", "modelopt") and q.get("quant_algo", "FP8") == "FP8":
+        return "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "autoround"):
+        if bits in (4, 8):
+            return "awq" if bits == 4 else "int8"
+        _refuse("quantization_config.bits", f"{method} with bits={bits!r} is not 4 or 8")
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        weights = [g.get("weights") or {} for g in groups.values() if isinstance(g, dict)]
+        kinds = {(w.get("num_bits"), w.get("type")) for w in weights}
+        if kinds == {(8, "float")}:
+            return "fp8"
+        if kinds == {(8, "int")}:
+            return "int8"
+        if kinds == {(4, "int")}:
+            return "w4a16"
+        _refuse("quantization_config.config_groups", f"compressed-tensors weights {kinds!r}")
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            return "int4"
+        if q.get("load_in_8bit"):
+            return "int8"
+    _refuse("quantization_config.quant_method", f"unknown quantization method {method!r}")
+
+
+def _vision_params(vcfg) -> int:
+    """Return a ViT-style vision tower's parameter estimate from `vision_config` (0 if none):
+    per layer 4 h^2 (attention) + 2 h i (MLP), plus the projector h x (text hidden) is left out."""
+    if not isinstance(vcfg, dict):
+        return 0
+    h = vcfg.get("hidden_size") or vcfg.get("embed_dim") or vcfg.get("width")
+    layers = vcfg.get("num_hidden_layers") or vcfg.get("depth") or vcfg.get("layers")
+    inter = vcfg.get("intermediate_size") or (4 * h if isinstance(h, int) else None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (h, layers, inter)):
+        _refuse("vision_config", "a vision tower without integer hidden_size, "
+                                 "num_hidden_layers/depth and intermediate_size")
+    return layers * (4 * h * h + 2 * h * inter)
+
+
+def _experts(cfg: dict, fields: dict) -> dict:
+    """Return the MoE fields of the spec from whichever naming the config uses."""
+    n_layers = fields["num_hidden_layers"]
+    names = [k for k in ("n_routed_experts", "num_experts", "num_local_experts")
+             if cfg.get(k) not in (None, 0)]
+    if not names:
+        for key in ("moe_intermediate_size", "num_experts_per_tok"):
+            if cfg.get(key) not in (None, 0) and key == "moe_intermediate_size":
+                _refuse(key, "an expert width without an expert count (num_experts, "
+                             "num_local_experts or n_routed_experts)")
+        return dict(n_routed_experts=0, num_experts_per_tok=0, moe_intermediate_size=0,
+                    n_shared_experts=0, first_k_dense_replace=0)
+    experts = _int_field(cfg, names[0])
+    top_k = _int_field(cfg, "num_experts_per_tok", cfg.get("experts_per_token"))
+    width = _int_field(cfg, "moe_intermediate_size", fields["intermediate_size"])
+    shared = _int_field(cfg, "n_shared_experts", 0, minimum=0)
+    shared_width = cfg.get("shared_expert_intermediate_size")
+    if shared_width:
+        shared_width = _int_field(cfg, "shared_expert_intermediate_size")
+        if shared_width % width:
+            _refuse("shared_expert_intermediate_size",
+                    f"{shared_width} is not a multiple of moe_intermediate_size {width}")
+        shared = shared_width // width
+    first_dense = _int_field(cfg, "first_k_dense_replace", 0, minimum=0)
+    step = _int_field(cfg, "decoder_sparse_step", 1)
+    if step != 1:
+        _refuse("decoder_sparse_step", f"MoE every {step} layers (dense layers in between)")
+    dense = cfg.get("mlp_only_layers") or []
+    if dense:
+        if list(dense) != list(range(len(dense))):
+            _refuse("mlp_only_layers", f"dense layers {list(dense)[:8]} are not the first k")
+        first_dense = max(first_dense, len(dense))
+    if first_dense > n_layers:
+        raise ValueError(f"config.json: first_k_dense_replace ({first_dense}) exceeds "
+                         f"num_hidden_layers ({n_layers})")
+    return dict(n_routed_experts=experts, num_experts_per_tok=top_k, moe_intermediate_size=width,
+                n_shared_experts=shared, first_k_dense_replace=first_dense)
+
+
 def _from_hf_config(config, name: str | None) -> ModelSpec:
     cfg, where = _load_config(config)
+    vision = 0
     if "text_config" in cfg:                      # multimodal wrappers keep the LM inside
-        cfg = {**cfg["text_config"], "_name_or_path": cfg.get("_name_or_path")}
+        if not isinstance(cfg["text_config"], dict):
+            raise ValueError("config.json: text_config must be an object")
+        vision = _vision_params(cfg.get("vision_config"))
+        outer = {k: cfg[k] for k in ("quantization_config", "torch_dtype", "_name_or_path",
+                                     "tie_word_embeddings") if k in cfg}
+        cfg = {**outer, **cfg["text_config"]}
     kind = str(cfg.get("model_type", "")).lower()
+    bad = [k for k in _NON_ATTENTION_KEYS if cfg.get(k) not in (None, [], 0)]
+    if bad:
+        _refuse(bad[0], "the model mixes attention with linear-attention or state-space layers")
     fields = {key: _int_field(cfg, key) for key in _REQUIRED}
     heads = fields["num_attention_heads"]
     mla = {key: _int_field(cfg, key, 0, minimum=0)
@@ -291,30 +460,27 @@ def _from_hf_config(config, name: str | None) -> ModelSpec:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     else:
         head_dim = _int_field(cfg, "head_dim", fields["hidden_size"] // heads)
-    experts = _int_field(cfg, "n_routed_experts", cfg.get("num_local_experts", 0), minimum=0)
-    moe_width = _int_field(cfg, "moe_intermediate_size",
-                           fields["intermediate_size"] if experts else 0, minimum=0)
     window, layers = _window_layers(cfg, kind, fields["num_hidden_layers"])
+    gemma = kind.startswith("gemma")
     label = name or cfg.get("_name_or_path") or kind or "config"
     return ModelSpec(
         str(label), where, **fields,
         num_key_value_heads=_int_field(cfg, "num_key_value_heads", heads), head_dim=head_dim,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", kind == "gemma2")),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", gemma)),
         attention_bias=bool(cfg.get("attention_bias", kind == "qwen2")),
-        norms_per_layer=4 if kind == "gemma2" else 2,
+        norms_per_layer=4 if gemma and kind != "gemma" else 2,
         sliding_window=window, sliding_window_layers=layers,
-        n_routed_experts=experts,
-        num_experts_per_tok=_int_field(cfg, "num_experts_per_tok", 0, minimum=0) if experts else 0,
-        moe_intermediate_size=moe_width if experts else 0,
-        n_shared_experts=_int_field(cfg, "n_shared_experts", 0, minimum=0),
-        first_k_dense_replace=_int_field(cfg, "first_k_dense_replace", 0, minimum=0),
-        router_bias=cfg.get("topk_method") == "noaux_tc", **mla)
+        **_experts(cfg, fields),
+        router_bias=cfg.get("topk_method") == "noaux_tc", **mla,
+        checkpoint_dtype=_checkpoint_dtype(cfg), vision_params=vision)
 
 
 def _hf(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
 
 
+_QWEN25_YARN = ('{"rope_type":"yarn","factor":4.0,'
+                '"original_max_position_embeddings":32768}')
 _LLAMA31_CARD = "model card, huggingface.co/meta-llama/Llama-3.1-8B (Llama 3.1 family table)"
 
 MODELS: dict[str, ModelSpec] = {
@@ -378,6 +544,9 @@ MODELS: dict[str, ModelSpec] = {
             max_position_embeddings=131072, attention_bias=True,
             published_params=7.61e9, params_source="model card, huggingface.co/Qwen/Qwen2.5-7B: 7.61B",
             chat_repo="Qwen/Qwen2.5-7B-Instruct",
+            # huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/config.json: 32768; the
+            # model card enables 128K with YaRN (factor 4 over 32768)
+            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
         ),
         ModelSpec(
             "Qwen2.5-14B", _hf("Qwen/Qwen2.5-14B"),
@@ -387,6 +556,9 @@ MODELS: dict[str, ModelSpec] = {
             published_params=14.7e9,
             params_source="model card, huggingface.co/Qwen/Qwen2.5-14B: 14.7B",
             chat_repo="Qwen/Qwen2.5-14B-Instruct",
+            # huggingface.co/Qwen/Qwen2.5-14B-Instruct/blob/main/config.json: 32768; the
+            # model card enables 128K with YaRN (factor 4 over 32768)
+            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
         ),
         ModelSpec(
             "Qwen2.5-72B", _hf("Qwen/Qwen2.5-72B"),
@@ -396,6 +568,9 @@ MODELS: dict[str, ModelSpec] = {
             published_params=72.7e9,
             params_source="model card, huggingface.co/Qwen/Qwen2.5-72B: 72.7B",
             chat_repo="Qwen/Qwen2.5-72B-Instruct",
+            # huggingface.co/Qwen/Qwen2.5-72B-Instruct/blob/main/config.json: 32768; the
+            # model card enables 128K with YaRN (factor 4 over 32768)
+            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
         ),
         ModelSpec(
             "Gemma-2-9B", _hf("google/gemma-2-9b"),

@@ -95,6 +95,12 @@ DTYPES: dict[str, DType] = {
         DType("int4", 4, 128, 4, note="one fp16 scale and one fp16 zero point per group of 128 values"),
         DType("q8_0", 8, 32, 2, note="llama.cpp block: 32 int8 values + one fp16 scale"),
         DType("q4_0", 4, 32, 2, note="llama.cpp block: 32 4-bit values + one fp16 scale"),
+        DType("awq", 4, 256, 5, note="AWQ / GPTQ 4-bit checkpoints: per 128 values one fp16 scale "
+                                     "and one packed 4-bit zero point (2.5 bytes, so 5 per 256)"),
+        DType("w4a16", 4, 128, 2, note="compressed-tensors W4A16: 4-bit values, one fp16 scale per "
+                                       "group of 128 (symmetric, no zero point)"),
+        DType("mxfp4", 4, 32, 1, note="OCP microscaling: 32 FP4 (e2m1) values + one e8m0 "
+                                      "scale byte (gpt-oss stores its routed experts so)"),
     ]
 }
 
@@ -224,21 +230,30 @@ def embedding_params(spec: ModelSpec | str) -> int:
     return s.vocab_size * s.hidden_size * (1 if s.tie_word_embeddings else 2)
 
 
-def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType = "bf16") -> int:
+def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType | None = None) -> int:
     """Return the bytes of all parameters stored at `weight_dtype` (group scales included).
 
+    `weight_dtype=None` reads the checkpoint's own format (`ModelSpec.checkpoint_dtype`: bf16
+    for the presets; fp8, int4 (AWQ/GPTQ), mxfp4 from a config's `quantization_config`).
     Below 16 bits the embedding and LM head stay at 16 bits (fp8, AWQ and GPTQ checkpoints and
-    vLLM's online fp8 quantize only the linear layers).
+    vLLM's online fp8 quantize only the linear layers). MXFP4 (gpt-oss) quantizes only the
+    routed experts; attention, router, shared parts and embeddings stay at 16 bits.
     """
-    s, dt = _spec(spec), _dtype(weight_dtype)
+    s = _spec(spec)
+    dt = _dtype(s.checkpoint_dtype if weight_dtype is None else weight_dtype)
     if dt.bits >= 16:
         return dt.vector_bytes(s.n_params)
     emb = embedding_params(s)
+    if dt.name == "mxfp4":
+        moe_layers = s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
+        experts = moe_layers * s.n_routed_experts * 3 * s.hidden_size * s.moe_intermediate_size
+        return dt.vector_bytes(experts) + 2 * (s.n_params - experts)
     return dt.vector_bytes(s.n_params - emb) + 2 * emb
 
 
 def weight_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int = 1,
-                         weight_dtype: str | DType = "bf16", *, pipeline_parallel: int = 1) -> int:
+                         weight_dtype: str | DType | None = "bf16", *,
+                         pipeline_parallel: int = 1) -> int:
     """Return the weight bytes on each GPU of `n_gpus`-way TP x `pipeline_parallel` stages
     (an even split, rounded up)."""
     _positive_int("n_gpus", n_gpus)
@@ -401,7 +416,8 @@ ASSUMED_NON_TORCH_BYTES = {1: GiB // 4, "tp": GiB}   # one GPU; with NCCL and al
 
 def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batched_tokens: int,
                         max_num_seqs: int, cuda_graphs: bool = True,
-                        vllm_version: str = "0.33.0", pipeline_parallel: int = 1) -> RuntimeMemory:
+                        vllm_version: str = "0.33.0", pipeline_parallel: int = 1,
+                        flashinfer_sampler: bool | None = None) -> RuntimeMemory:
     """Return what vLLM `vllm_version` (0.33.0 by default) subtracts besides weights, per GPU.
 
     The same terms as `vllm_memory_budget` (which see, with the source lines): the activation
@@ -418,9 +434,9 @@ def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batch
         raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
     v = _version(vllm_version)
     act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
-                                max_num_seqs=max_num_seqs, vllm_version=vllm_version)
-    nt_gib = (NON_TORCH_GIB["tp1"] if tp * pp == 1
-              else NON_TORCH_GIB["tp" if v >= (0, 11, 0) else "tp_before_0.11"])
+                                max_num_seqs=max_num_seqs, vllm_version=vllm_version,
+                                flashinfer_sampler=flashinfer_sampler)
+    nt_gib = vllm_non_torch_bytes(tp, pipeline_parallel=pp, vllm_version=vllm_version) / GiB
     deducted = cuda_graphs and v >= (0, 21, 0)
     graphs = int(CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] * GiB) if deducted else 0
     how = (f"activations: forward pass over {max_num_batched_tokens:,} tokens + sampler over "
@@ -748,28 +764,47 @@ class VllmBudget:
                 - self.non_torch_bytes - graphs)
 
 
-# Non-torch memory per GPU, read from start-up logs (GiB): one GPU 0.13 (H100, vLLM 0.11:
-# "Non-torch memory: 0.13 GiB"), TP > 1 0.55 (Llama-3.3-70B FP8 and Qwen3-32B, TP = 2, same log
-# set); vLLM 0.10.1 on A100 TP = 2 leaves 0.36 GiB after the profiled activations
-# (dennislee22/vLLM-benchmarking logs). Runs across nodes (Ray, NCCL over the network) take more
-# and vary; those records are excluded from the end-to-end check.
-NON_TORCH_GIB = {"tp1": 0.13, "tp_before_0.11": 0.36, "tp": 0.55}
+# Non-torch memory per GPU (GiB), read from start-up logs:
+# * one GPU: 0.13 on H100 (vLLM 0.11, llm-d empirical-vllm-memory-results.md, five models) and
+#   0.02-0.06 on 24/96 GB cards (0.10.2/0.12 "Actual usage" lines); 0.16-0.35 with the V0 engine
+#   (vllm#12126, vllm#13109: 0.16 on H100; vllm#10517: 0.35 on an RTX 3090);
+# * two GPUs: 0.55 (Llama-3.3-70B FP8 and Qwen3-32B, TP = 2, H100, the same llm-d file);
+#   0.30-0.73 with V0 (vllm#15815, L40S; 0324wy/MapCoder, L40S);
+# * four and eight GPUs: about 2 GiB of custom all-reduce and NCCL buffers: Qwen3-32B on 4 and
+#   8 H100s (vLLM 0.10.0, DaisukeTakai/eval_dataset) leaves 7.6-7.9 GiB besides the weights,
+#   the sampler's 5.5 GiB being the rest.
+# Runs across nodes (Ray) take more and vary; those records are left out of the end-to-end check.
+NON_TORCH_GIB = {"tp1": 0.13, "tp2": 0.55, "tp4+": 2.0,
+                 "v0_tp1": 0.25, "v0_tp2": 0.5, "v0_tp4+": 2.0}
 # CUDA graphs: "Graph capturing finished in 3 secs, took 0.50 GiB" (TP = 1) and 0.65 GiB
 # (TP = 2) in the same vLLM 0.10.1 logs; 0.21+ deducts its estimate before sizing the pool
 # (gpu_worker.py:702-757, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, envs.py:2219).
 CUDA_GRAPH_GIB = {"tp1": 0.50, "tp": 0.65}
-# Sampler profiling: `_dummy_sampler_run` (gpu_model_runner.py:5866) samples min(max_num_seqs,
-# max_num_batched_tokens) rows over the whole vocabulary with top-k = vocab - 1 and top-p, so
-# float32 logits are sorted and copied: about 8.5 copies of rows x vocab x 4 bytes from 0.11 on
-# (fitted to five H100 logs: Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56, gpt-oss-20b 7.38, Qwen3-32B
-# 5.64, Llama-3.3-70B TP 2 4.84 at 8,192 tokens / 1,024 rows), one copy before (vLLM 0.10.1 on
-# A100: 0.5 GiB for everything besides weights at 2,048 tokens / 256 rows).
-SAMPLER_COPIES = {"0.11+": 8.5, "before": 1.0}
+# Sampler profiling: `_dummy_sampler_run` (gpu_model_runner.py:5866) samples
+# min(max_num_seqs, max_num_batched_tokens) rows over the whole vocabulary with top-k = vocab - 1
+# and top-p. What that costs depends on the top-k/top-p implementation the log names:
+# * FlashInfer's sampler ("Using FlashInfer for top-p & top-k sampling"): about 2.75 float32
+#   copies of rows x vocab (vLLM 0.10.1.1 on A100, dennislee22/vLLM-benchmarking: 0.53 GiB besides
+#   weights at 2,048 tokens / 256 rows). 0.33.0 ships FlashInfer (requirements/cuda.txt) and uses it
+#   by default (VLLM_USE_FLASHINFER_SAMPLER=1, v1/sample/ops/topk_topp_sampler.py:102-160).
+# * PyTorch's fallback ("FlashInfer is not available. Falling back to the PyTorch-native ...") sorts
+#   the logits: about 9.5 copies (H100 logs with 1,024 rows: Llama-3.1-8B 4.76 GiB peak, Qwen3-0.6B
+#   5.56, gpt-oss-20b 7.38, Qwen3-32B 5.64, llm-d/llm-d-benchmark empirical-vllm-memory-results.md;
+#   the V0 engine's sampler likewise, 1.19 GiB at 256 rows in 0.6.4, 0324wy/MapCoder vllm.log).
+# The forward pass and the sampler run one after the other, so the peak is the larger of the two.
+SAMPLER_COPIES = {"flashinfer": 2.75, "native": 9.5}
+
+
+def _flashinfer_default(v: tuple[int, int, int]) -> bool:
+    """Whether a version uses FlashInfer's sampler by default: 0.21+ ships FlashInfer with the
+    wheel; older pip installs usually lacked it (their logs print the PyTorch fallback)."""
+    return v >= (0, 21, 0)
 
 
 def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
                           max_num_batched_tokens: int, max_num_seqs: int,
-                          vllm_version: str = VLLM_PINNED) -> int:
+                          vllm_version: str = VLLM_PINNED,
+                          flashinfer_sampler: bool | None = None) -> int:
     """Return the estimated activation peak of vLLM's profiling run on one GPU.
 
     `profile_run` (gpu_model_runner.py:6072) runs one forward pass over
@@ -777,13 +812,19 @@ def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
     Forward: per token two 16-bit hidden vectors plus the MLP's gate/up and activation outputs
     (3 x intermediate, split by TP; an MoE token does this for each of its top-k experts, so
     MoE models peak higher) or attention's q/k/v, whichever is larger. Sampler: float32 logits
-    over the vocabulary, `SAMPLER_COPIES` times.
+    over the vocabulary, `SAMPLER_COPIES` times (FlashInfer's sampler or PyTorch's; None: the
+    version's default). The peak is the larger of the two.
     """
     s = _spec(spec)
     tp = _positive_int("n_gpus", n_gpus)
     tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
     rows = min(_positive_int("max_num_seqs", max_num_seqs), tokens)
     v = _version(vllm_version)
+    if flashinfer_sampler is None:
+        flashinfer_sampler = _flashinfer_default(v)
+    elif not isinstance(flashinfer_sampler, bool):
+        raise validate.ArgumentTypeError(f"flashinfer_sampler must be True, False or None, got "
+                                         f"{flashinfer_sampler!r}")
     if s.is_moe:
         mlp = s.num_experts_per_tok * 3 * s.moe_intermediate_size
         if s.first_k_dense_replace:
@@ -792,9 +833,20 @@ def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
         mlp = 3 * s.intermediate_size
     attn = s.num_attention_heads * (3 * s.head_dim if not s.is_mla else s.head_dim + s.v_head_dim)
     forward = tokens * 2 * (2 * s.hidden_size + ceil_div(max(mlp, attn), tp))
-    copies = SAMPLER_COPIES["0.11+" if v >= (0, 11, 0) else "before"]
+    copies = SAMPLER_COPIES["flashinfer" if flashinfer_sampler else "native"]
     sampler = int(copies * rows * s.vocab_size * 4)
-    return forward + sampler
+    return max(forward, sampler)
+
+
+def vllm_non_torch_bytes(n_gpus: int = 1, *, pipeline_parallel: int = 1,
+                         vllm_version: str = VLLM_PINNED) -> int:
+    """Return the non-torch memory (CUDA context share, cuBLAS, NCCL and custom all-reduce
+    buffers) vLLM measures per GPU, as start-up logs show it (`NON_TORCH_GIB`)."""
+    tp = _positive_int("n_gpus", n_gpus)
+    ranks = tp * _positive_int("pipeline_parallel", pipeline_parallel)
+    v0 = _version(vllm_version) < (0, 8, 0)
+    key = "tp1" if ranks == 1 else "tp2" if ranks == 2 else "tp4+"
+    return int(NON_TORCH_GIB[("v0_" if v0 else "") + key] * GiB)
 
 
 def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
@@ -802,7 +854,8 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
                        weight_dtype: str | DType = "bf16",
                        max_num_batched_tokens: int, max_num_seqs: int,
                        pipeline_parallel: int = 1, vllm_version: str = VLLM_PINNED,
-                       cuda_graphs: bool = True, weight_bytes: int | None = None) -> VllmBudget:
+                       cuda_graphs: bool = True, weight_bytes: int | None = None,
+                       flashinfer_sampler: bool | None = None) -> VllmBudget:
     """Return one GPU's budget the way vLLM `vllm_version` computes it (0.33.0 by default).
 
     `Worker.determine_available_memory` (v1/worker/gpu_worker.py:641-757): requested memory
@@ -824,11 +877,10 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     else:
         weights = validate.non_negative_int("weight_bytes", weight_bytes)
     act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
-                                max_num_seqs=max_num_seqs, vllm_version=vllm_version)
-    if tp * pipeline_parallel == 1:
-        nt = NON_TORCH_GIB["tp1"]
-    else:
-        nt = NON_TORCH_GIB["tp" if v >= (0, 11, 0) else "tp_before_0.11"]
+                                max_num_seqs=max_num_seqs, vllm_version=vllm_version,
+                                flashinfer_sampler=flashinfer_sampler)
+    nt = vllm_non_torch_bytes(tp, pipeline_parallel=pipeline_parallel,
+                              vllm_version=vllm_version) / GiB
     graphs = CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] if cuda_graphs else 0.0
     requested = math.ceil(round(g.memory_bytes * util, 6))
     how = (f"vLLM {vllm_version}: ceil({g.memory_bytes / GiB:.2f} GiB x {util}) - weights - "
@@ -837,3 +889,83 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
                               else "; CUDA graphs captured after the pool is sized"))
     return VllmBudget(g.memory_bytes, requested, weights, act, int(nt * GiB), int(graphs * GiB),
                       v >= (0, 21, 0), how)
+
+
+def vllm_default_caps(gpu: GPU | str, vllm_version: str = VLLM_PINNED, *,
+                      max_model_len: int | None = None) -> tuple[int, int]:
+    """Return `vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on this GPU.
+
+    V1 (0.8+; 0.33.0's `EngineArgs.get_batch_defaults`, engine/arg_utils.py:2950-3000, the
+    OpenAI-server column): >= 160 GiB 16384 / 1024; >= 70 GiB and not an A100 8192 / 1024;
+    otherwise 2048 / 256. The V0 engine (< 0.8) profiled max(max_model_len, 2048) tokens, or 512
+    with chunked prefill (on above a 32K context), and 256 sequences.
+    """
+    g = _gpu(gpu)
+    v = _version(vllm_version)
+    if v < (0, 8, 0):
+        ctx = 2048 if max_model_len is None else _positive_int("max_model_len", max_model_len)
+        return (512 if ctx > 32768 else max(ctx, 2048)), 256
+    if g.memory_bytes >= 160 * GiB:
+        return 16384, 1024
+    if g.memory_bytes >= 70 * GiB and "a100" not in g.name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+@dataclass(frozen=True)
+class VllmStartup:
+    """What `vllm serve` computes at start-up on one GPU: the budget and the KV cache it logs."""
+
+    budget: VllmBudget
+    kv_cache: VllmKVCache
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+    @property
+    def kv_tokens(self) -> int:
+        """Return "GPU KV cache size: N tokens"."""
+        return self.kv_cache.kv_tokens
+
+    @property
+    def max_concurrency(self) -> float:
+        """Return "Maximum concurrency for max_model_len tokens per request"."""
+        return self.kv_cache.max_concurrency
+
+
+def vllm_startup(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
+                 max_model_len: int | None = None, gpu_memory_utilization: float = 0.92,
+                 kv_dtype: str | DType = "bf16", weight_dtype: str | DType | None = None,
+                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
+                 pipeline_parallel: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
+                 vllm_version: str = VLLM_PINNED, cuda_graphs: bool = True,
+                 flashinfer_sampler: bool | None = None) -> VllmStartup:
+    """Return vLLM's start-up numbers for `spec` on `n_gpus`-way TP of `gpu`, end to end.
+
+    `vllm_memory_budget` (weights at the checkpoint's format unless `weight_dtype` says
+    otherwise, activations, non-torch, CUDA graphs) gives the available KV memory;
+    `vllm_kv_cache` turns it into blocks, "GPU KV cache size" tokens and the maximum
+    concurrency. Defaults are 0.33.0's: `gpu_memory_utilization` 0.92
+    (config/cache.py:215), `max_model_len` the model's `max_position_embeddings`, the scheduler
+    caps `vllm_default_caps`. A budget that leaves no memory for the cache raises ValueError,
+    as vLLM does ("No available memory for the cache blocks").
+    """
+    s, g = _spec(spec), _gpu(gpu)
+    ctx = s.max_position_embeddings if max_model_len is None else max_model_len
+    _positive_int("max_model_len", ctx)
+    d_tokens, d_seqs = vllm_default_caps(g, vllm_version, max_model_len=ctx)
+    tokens = d_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    seqs = d_seqs if max_num_seqs is None else max_num_seqs
+    budget = vllm_memory_budget(s, g, n_gpus, gpu_memory_utilization=gpu_memory_utilization,
+                                weight_dtype=weight_dtype, max_num_batched_tokens=tokens,
+                                max_num_seqs=seqs, pipeline_parallel=pipeline_parallel,
+                                vllm_version=vllm_version, cuda_graphs=cuda_graphs,
+                                flashinfer_sampler=flashinfer_sampler)
+    if budget.available_kv_bytes <= 0:
+        raise ValueError(f"gpu_memory_utilization: {s.name} on {n_gpus}x {g.name} leaves "
+                         f"{budget.available_kv_bytes / GiB:.2f} GiB for the KV cache "
+                         "(vLLM: 'No available memory for the cache blocks')")
+    cache = vllm_kv_cache(s, n_gpus, available_bytes=budget.available_kv_bytes,
+                          max_model_len=ctx, kv_dtype=kv_dtype, block_size=block_size,
+                          pipeline_parallel=pipeline_parallel, max_num_batched_tokens=tokens,
+                          vllm_version=vllm_version)
+    return VllmStartup(budget, cache, tokens, seqs)

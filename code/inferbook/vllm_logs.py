@@ -1,0 +1,234 @@
+"""Real vLLM start-up logs against this package's model of vLLM's KV-cache accounting.
+
+`inferbook/data/vllm_logs.json` holds excerpts of public vLLM start-up logs (GitHub issues and
+committed log files, each with its URL): the configuration that ran (model, GPU, TP/PP, dtypes,
+`gpu_memory_utilization`, `max_model_len`, scheduler caps) and the numbers vLLM printed (weights,
+activation peak, non-torch memory, CUDA graphs, available KV memory, "GPU KV cache size",
+"Maximum concurrency"). Models without a package preset are read from the official config.json
+values in `inferbook/data/model_configs.json` (no downloads).
+
+Two predictions per record, both through `inferbook.sizing`:
+
+* **from the logged available memory** (`sizing.vllm_kv_cache`): isolates the bytes per token,
+  the hybrid allocator's grouping and the block rounding;
+* **end to end** (`sizing.vllm_memory_budget`, then `vllm_kv_cache`): from the model config, the
+  GPU's CUDA-reported memory and the utilization alone, when the log says which GPU ran it.
+
+`vllm_log_table()` returns one `LogRow` per record (chapter 8 prints it); `summary()` gives the
+median and 90th-percentile absolute errors that `tests/test_vllm_logs.py` asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from . import sizing, validate
+from .hardware import GPU, GPUS, gpu as _gpu
+from .models import MODELS, ModelSpec
+
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """One log record: what vLLM printed and what the package predicts (None: not predicted)."""
+
+    id: str
+    url: str
+    vllm_version: str
+    model: str
+    gpu: str | None
+    tp: int
+    max_model_len: int
+    text_only: bool
+    logged_tokens: int
+    logged_concurrency: float | None
+    logged_available_gib: float | None
+    logged_weights_gib: float | None
+    # from the logged available memory
+    tokens_from_available: int | None
+    concurrency_from_available: float | None
+    # end to end from the config, the GPU and the utilization
+    predicted_weights_gib: float | None
+    predicted_available_gib: float | None
+    tokens_end_to_end: int | None
+    concurrency_end_to_end: float | None
+    excluded: str | None          # why a check is skipped for this record ("" / None: none)
+
+    @staticmethod
+    def _err(pred, logged):
+        if pred is None or logged in (None, 0):
+            return None
+        return pred / logged - 1
+
+    @property
+    def error_from_available(self) -> float | None:
+        """Return the relative error of the KV tokens predicted from the logged memory."""
+        return self._err(self.tokens_from_available, self.logged_tokens)
+
+    @property
+    def error_end_to_end(self) -> float | None:
+        """Return the relative error of the KV tokens predicted end to end."""
+        return self._err(self.tokens_end_to_end, self.logged_tokens)
+
+    @property
+    def concurrency_error_from_available(self) -> float | None:
+        """Return the relative error of the maximum concurrency from the logged memory."""
+        return self._err(self.concurrency_from_available, self.logged_concurrency)
+
+    @property
+    def concurrency_error_end_to_end(self) -> float | None:
+        """Return the relative error of the maximum concurrency predicted end to end."""
+        return self._err(self.concurrency_end_to_end, self.logged_concurrency)
+
+
+def _data_path(name: str) -> Path:
+    return Path(str(resources.files("inferbook") / "data" / name))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[dict, ...]:
+    data = json.loads(Path(path).read_text())
+    return tuple(data["records"])
+
+
+@lru_cache(maxsize=1)
+def model_configs() -> dict:
+    """Return the config.json excerpts of `data/model_configs.json` (model id -> {source, config})."""
+    data = json.loads(_data_path("model_configs.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def log_model(key: str) -> ModelSpec:
+    """Return the spec a log record names: a package preset or a model_configs.json entry."""
+    if not isinstance(key, str):
+        raise validate.ArgumentTypeError(f"key must be a preset name or a model id, got {key!r}")
+    if key in MODELS:
+        return MODELS[key]
+    configs = model_configs()
+    if key not in configs:
+        raise ValueError(f"key: no preset or model config called {key!r}")
+    return ModelSpec.from_hf_config(configs[key]["config"], name=key)
+
+
+def records(path: str | Path | None = None) -> tuple[dict, ...]:
+    """Return the log records (the default file, or another with the same layout)."""
+    if path is not None and not isinstance(path, (str, Path)):
+        raise validate.ArgumentTypeError(f"path must be a file path, got {type(path).__name__}")
+    p = _data_path("vllm_logs.json") if path is None else Path(path)
+    if not p.is_file():
+        raise ValueError(f"path: no log file at {str(p)!r}")
+    return _load(str(p))
+
+
+def _gpu_for(r: dict) -> GPU | None:
+    """The GPU with the memory CUDA reported in the log (or the preset's), None if unknown."""
+    name = r.get("gpu")
+    total = r.get("gpu_total_gib")
+    preset = None
+    if name:
+        try:
+            preset = _gpu(name)
+        except ValueError:
+            preset = None
+    if total is not None:
+        base = preset or GPUS["H100 SXM"]
+        return replace(base, name=str(name or "GPU"), cuda_total_bytes=round(total * 1024) * 2**20)
+    return preset
+
+
+def _caps(r: dict, g: GPU | None) -> tuple[int, int]:
+    """The scheduler caps the engine ran with: logged, else that version's serve defaults."""
+    tokens, seqs = r.get("max_num_batched_tokens"), r.get("max_num_seqs")
+    if (tokens is None or seqs is None) and g is not None:
+        d_tokens, d_seqs = sizing.vllm_default_caps(g, r["vllm_version"],
+                                                    max_model_len=r["max_model_len"])
+        tokens, seqs = tokens or d_tokens, seqs or d_seqs
+    return tokens or 2048, seqs or 256
+
+
+def _predict(r: dict) -> LogRow:
+    spec = log_model(r["model_config"]) if r.get("model_config") else None
+    logged = r["logged"]
+    tp, pp = r["tensor_parallel_size"], r.get("pipeline_parallel_size", 1)
+    kv = "fp8" if r.get("kv_cache_dtype") == "fp8" else ("fp16" if r.get("dtype") == "fp16" else "bf16")
+    g = _gpu_for(r)
+    mnbt, seqs = _caps(r, g)
+    exclude = r.get("exclude") or ""
+    both_out = bool(exclude) and not exclude.startswith("end-to-end")
+    kv_kwargs = dict(max_model_len=r["max_model_len"], kv_dtype=kv, block_size=r.get("block_size", 16),
+                     pipeline_parallel=pp, max_num_batched_tokens=mnbt, vllm_version=r["vllm_version"])
+    tok_a = conc_a = None
+    if spec is not None and logged.get("available_kv_gib") is not None and not both_out:
+        c = sizing.vllm_kv_cache(spec, tp, available_bytes=int(logged["available_kv_gib"] * GiB),
+                                 **kv_kwargs)
+        tok_a, conc_a = c.kv_tokens, c.max_concurrency
+    w_pred = av_pred = tok_e = conc_e = None
+    if spec is not None:
+        w_dtype = r.get("weight_dtype")
+        w_pred = sizing.weight_bytes_per_gpu(spec, tp, w_dtype, pipeline_parallel=pp) / GiB
+    if (spec is not None and g is not None and r.get("gpu_memory_utilization") and not exclude):
+        b = sizing.vllm_memory_budget(
+            spec, g, tp, gpu_memory_utilization=r["gpu_memory_utilization"],
+            weight_dtype=r.get("weight_dtype"), max_num_batched_tokens=mnbt, max_num_seqs=seqs,
+            pipeline_parallel=pp, vllm_version=r["vllm_version"],
+            cuda_graphs=not r.get("enforce_eager", False),
+            flashinfer_sampler=r.get("flashinfer_sampler"))
+        av_pred = b.available_kv_bytes / GiB
+        c = sizing.vllm_kv_cache(spec, tp, available_bytes=max(0, b.available_kv_bytes), **kv_kwargs)
+        tok_e, conc_e = c.kv_tokens, c.max_concurrency
+    return LogRow(r["id"], r["url"], r["vllm_version"], r["model"], r.get("gpu"), tp,
+                  r["max_model_len"], bool(r.get("text_only", True)), logged["kv_tokens"],
+                  logged.get("max_concurrency"), logged.get("available_kv_gib"),
+                  logged.get("weights_gib"), tok_a, conc_a, w_pred, av_pred, tok_e, conc_e,
+                  exclude or None)
+
+
+def vllm_log_table(path: str | Path | None = None) -> list[LogRow]:
+    """Return predicted-vs-logged rows for every record of the log file (see the module doc)."""
+    return [_predict(r) for r in records(path)]
+
+
+def _quantile(values: list[float], q: float) -> float:
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    pos = q * (len(xs) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summary(rows: list[LogRow] | None = None) -> dict:
+    """Return n, median and 90th-percentile |error| of the text-only rows, per check."""
+    rows = vllm_log_table() if rows is None else rows
+    out = {}
+    for key in ("error_from_available", "error_end_to_end", "concurrency_error_from_available",
+                "concurrency_error_end_to_end"):
+        errs = [abs(getattr(r, key)) for r in rows
+                if r.text_only and getattr(r, key) is not None]
+        out[key] = dict(n=len(errs), median=_quantile(errs, 0.5), p90=_quantile(errs, 0.9))
+    return out
+
+
+def format_table(rows: list[LogRow] | None = None) -> str:
+    """Return the rows as a fixed-width text table (logged vs predicted KV tokens, errors)."""
+    rows = vllm_log_table() if rows is None else rows
+
+    def pct(x):
+        return "" if x is None else f"{100 * x:+.2f}%"
+
+    def num(x):
+        return "" if x is None else f"{x:,}"
+    head = (f"{'record':44} {'vLLM':9} {'TP':>2} {'logged':>10} {'from avail':>10} {'err':>8} "
+            f"{'end-to-end':>10} {'err':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r.id[:44]:44} {r.vllm_version[:9]:9} {r.tp:>2} {num(r.logged_tokens):>10} "
+                     f"{num(r.tokens_from_available):>10} {pct(r.error_from_available):>8} "
+                     f"{num(r.tokens_end_to_end):>10} {pct(r.error_end_to_end):>8}")
+    return "\n".join(lines)
