@@ -170,3 +170,12 @@ def test_bad_requests_and_cache_are_refused(model):
         Scheduler("cache")
     with pytest.raises(TypeError, match="model"):
         Engine("gpt2", num_blocks=8)
+
+
+def test_a_second_run_of_one_engine_counts_only_its_own_preemptions(model):
+    eng = Engine(model, num_blocks=5, block_size=4, max_num_seqs=4, clock="steps")
+    reqs = [Request(i, (1, 2, 3, 4, 5), 8) for i in range(4)]
+    first = eng.run(reqs)
+    second = eng.run(reqs)
+    assert first.preemptions > 0 and second.preemptions == first.preemptions
+    assert second.outputs == first.outputs

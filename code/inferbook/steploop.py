@@ -383,6 +383,7 @@ def run(scheduler: Scheduler, requests, executor: StepExecutor) -> EngineResult:
     if scheduler.waiting or scheduler.running:
         raise ValueError("scheduler must be idle (no waiting or running sequences) before a run")
     requests = check_requests(requests, scheduler, executor)
+    preempted_before = scheduler.num_preemptions  # a scheduler may serve several runs
     pending = deque(sorted((Sequence.from_request(r) for r in requests),
                            key=lambda s: s.request.arrival_time))
     seqs: dict[int, Sequence] = {}
@@ -408,4 +409,5 @@ def run(scheduler: Scheduler, requests, executor: StepExecutor) -> EngineResult:
                                    scheduler.cache.allocator.num_used_blocks, padding))
         scheduler.end_static_batch(t_done)
     hit_rate = scheduler.prefix_cache.hit_rate if scheduler.prefix_cache else 0.0
-    return run_result(seqs, requests, timeline, scheduler.num_preemptions, hit_rate)
+    return run_result(seqs, requests, timeline, scheduler.num_preemptions - preempted_before,
+                      hit_rate)
