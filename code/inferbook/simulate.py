@@ -53,7 +53,7 @@ from .decision import Decision
 from .hardware import GPU
 from .hardware import gpu as gpu_preset
 from .metrics import RequestMetrics, goodput_fraction, p90  # noqa: F401 (re-exported for chapter 9)
-from .models import ModelSpec
+from .models import ModelSpec, as_spec
 from .prefix_cache import PrefixCache
 from .steploop import EngineResult, Request, Scheduler, Sequence, run
 from .workload import fixed_workload, poisson_arrivals  # noqa: F401 (re-exported for chapter 9)
@@ -159,7 +159,7 @@ class CostModel:
         FP8 weights on a GPU with FP8 tensor cores (compute capability ≥ 8.9) run at twice the
         FP16 peak, as NVIDIA's datasheets state for Ada and Hopper.
         """
-        g = _gpu(gpu)
+        spec, g = as_spec(spec), _gpu(gpu)
         tp = validate.positive_int("tp", tp)
         if eff is not None and not isinstance(eff, Efficiency):
             raise TypeError(f"eff must be an Efficiency (or None: FITTED's), got {type(eff).__name__}")
@@ -186,6 +186,12 @@ class CostModel:
     @classmethod
     def for_gpt(cls, config, achieved_flops: float, eff: Efficiency) -> "CostModel":
         """Return a CPU cost model of a `gpt.GPTConfig` (fp32, MHA), with fitted FLOP/s."""
+        _gpt_config(config)
+        achieved_flops = validate.finite_float("achieved_flops", achieved_flops)
+        if achieved_flops <= 0:
+            raise ValueError(f"achieved_flops must be > 0 FLOP/s, got {achieved_flops}")
+        if not isinstance(eff, Efficiency):
+            raise TypeError(f"eff must be an Efficiency, got {type(eff).__name__}")
         n = config.n_layer * 12 * config.n_embd ** 2 + config.vocab_size * config.n_embd
         return cls(name=f"GPT {config.n_layer}x{config.n_embd} on this CPU", n_params=n,
                    n_layer=config.n_layer, d_attn=config.n_embd, kv_dim=config.n_embd,
@@ -241,6 +247,15 @@ class CostModel:
     def step_time(self, shapes: list[tuple[int, int]]) -> float:
         """Return the seconds one step takes (see `cost` for the terms)."""
         return self.cost(shapes).total_s
+
+
+def _gpt_config(config):
+    """Raise unless `config` looks like a `gpt.GPTConfig` (positive n_layer, n_embd, vocab_size)."""
+    for name in ("n_layer", "n_embd", "vocab_size"):
+        if not hasattr(config, name):
+            raise TypeError(f"config must be a gpt.GPTConfig, got {type(config).__name__}")
+        validate.positive_int(f"config.{name}", getattr(config, name))
+    return config
 
 
 def _gpu(gpu) -> GPU:
@@ -363,8 +378,11 @@ def fit_cpu(shapes: list[list[tuple[int, int]]], seconds: list[float], config) -
     On the CPU the step is a sum, not a max: the tiny model's weights sit in cache, so the
     memory term is left out and time = overhead + seq_overhead · n_seqs + FLOPs / achieved.
     """
+    _gpt_config(config)
     shapes = [_shapes(s) for s in shapes]
     seconds = [validate.finite_float(f"seconds[{i}]", t, minimum=0.0) for i, t in enumerate(seconds)]
+    if not any(seconds):
+        raise ValueError("seconds are all 0: measured step times are needed to fit the constants")
     if len(shapes) != len(seconds) or len(shapes) < 3:
         raise ValueError(f"need ≥ 3 steps and one time per step, got {len(shapes)} and {len(seconds)}")
     probe = CostModel.for_gpt(config, 1.0, Efficiency())
@@ -503,8 +521,7 @@ class Deployment:
     eff: Efficiency = field(default_factory=lambda: FITTED.efficiency())
 
     def __post_init__(self) -> None:
-        if not isinstance(self.spec, ModelSpec):
-            raise TypeError(f"spec must be a models.ModelSpec, got {type(self.spec).__name__}")
+        object.__setattr__(self, "spec", as_spec(self.spec))  # a preset name becomes its ModelSpec
         _gpu(self.gpu)
         for name in ("tp", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             validate.positive_int(name, getattr(self, name))
@@ -640,9 +657,7 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     `value`: dict(tensor_parallel_size, replicas, max_num_seqs, p90_ttft_s, p90_tpot_s); None
     when nothing up to 64 replicas meets the targets.
     """
-    if not isinstance(spec, ModelSpec):
-        raise TypeError(f"spec must be a models.ModelSpec, got {type(spec).__name__}")
-    gpu_name = _gpu(gpu_name).name
+    spec, gpu_name = as_spec(spec), _gpu(gpu_name).name
     for name, v in (("request_rate", request_rate), ("ttft_p90_s", ttft_p90_s), ("tpot_p90_s", tpot_p90_s)):
         if validate.finite_float(name, v) <= 0:
             raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
@@ -652,6 +667,9 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     n_requests = validate.positive_int("n_requests", n_requests)
     seed = validate.non_negative_int("seed", seed)
     sizing.get_dtype(kv_dtype), sizing.get_dtype(weight_dtype)
+    if prompt_tokens + output_tokens > spec.max_position_embeddings:
+        raise ValueError(f"prompt_tokens + output_tokens = {prompt_tokens + output_tokens} exceeds "
+                         f"{spec.name}'s context of {spec.max_position_embeddings} tokens")
     eff, error_sentence = FITTED.efficiency(), FITTED.error_sentence
     ctx = prompt_tokens + output_tokens
     best, tried = None, []
