@@ -289,7 +289,7 @@ def _dep():
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)] * 2, Unit(), num_blocks=4), "unique"),
     (lambda: sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=1), "could never"),
     (lambda: sim.kv_blocks(LLAMA8, "H100 SXM", 1, block_size=0), "block_size"),
-    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], None), r"seconds\[1\]"),
+    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], GPTConfig()), r"seconds\[1\]"),
     (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 0, 10), "batch"),
     (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 1, 0), "context"),
 ])
