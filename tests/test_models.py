@@ -160,7 +160,8 @@ HF_CONFIGS = {
 }
 
 _ARCH = [f.name for f in dataclasses.fields(ModelSpec)
-         if f.name not in ("name", "source", "published_params", "params_source", "chat_repo")]
+         if f.name not in ("name", "source", "published_params", "params_source", "chat_repo",
+                           "chat_max_position_embeddings", "chat_rope_scaling")]
 
 
 @pytest.mark.parametrize("name", sorted(HF_CONFIGS))
@@ -241,3 +242,144 @@ def test_bools_are_not_layer_counts():
                                    "meta-llama/Llama-3.1-8B-Instruct", "llama 3.1 8b"])
 def test_model_names_and_aliases(alias):
     assert model(alias) is MODELS["Llama-3.1-8B"]
+
+
+# --- from_hf_config: what it reads and what it refuses (issue 20, item 6) ----------------------
+
+QWEN3_MOE = {  # huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
+    "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+    "moe_intermediate_size": 768, "num_attention_heads": 32, "num_hidden_layers": 48,
+    "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_qwen3_moe_is_sized_as_moe_not_dense():
+    spec = ModelSpec.from_hf_config(QWEN3_MOE, name="Qwen3-30B-A3B")
+    assert spec.is_moe and spec.n_routed_experts == 128 and spec.num_experts_per_tok == 8
+    assert spec.moe_intermediate_size == 768
+    # the model card: 30.5B total, 3.3B activated
+    assert abs(spec.n_params / 30.5e9 - 1) < 0.01 and abs(spec.n_active_params / 3.3e9 - 1) < 0.03
+    dense = {k: v for k, v in QWEN3_MOE.items() if k not in ("num_experts",)}
+    with pytest.raises(ValueError, match="moe_intermediate_size"):
+        ModelSpec.from_hf_config(dense)      # an expert width without experts is not dense
+
+
+def test_moe_layouts_that_cannot_be_represented_are_refused():
+    with pytest.raises(ValueError, match="decoder_sparse_step"):
+        ModelSpec.from_hf_config(dict(QWEN3_MOE, decoder_sparse_step=2))
+    with pytest.raises(ValueError, match="mlp_only_layers"):
+        ModelSpec.from_hf_config(dict(QWEN3_MOE, mlp_only_layers=[5, 9]))
+    lead = ModelSpec.from_hf_config(dict(QWEN3_MOE, mlp_only_layers=[0, 1]))
+    assert lead.first_k_dense_replace == 2
+    shared = ModelSpec.from_hf_config(dict(QWEN3_MOE, shared_expert_intermediate_size=3072))
+    assert shared.n_shared_experts == 4                     # 3072 / 768
+    with pytest.raises(ValueError, match="shared_expert_intermediate_size"):
+        ModelSpec.from_hf_config(dict(QWEN3_MOE, shared_expert_intermediate_size=1000))
+
+
+GEMMA3_TEXT = {  # huggingface.co/google/gemma-3-12b-it/blob/main/config.json (text_config)
+    "model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+    "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+    "head_dim": 256, "vocab_size": 262208, "max_position_embeddings": 131072,
+    "sliding_window": 1024, "sliding_window_pattern": 6}
+
+
+def test_gemma3_pattern_tied_embeddings_and_text_config():
+    spec = ModelSpec.from_hf_config(GEMMA3_TEXT, name="gemma-3-12b")
+    windows = spec.layer_windows
+    assert windows.count(None) == 8 and windows[5] is None and windows[0] == 1024
+    assert spec.tie_word_embeddings                        # Gemma ties unless it says otherwise
+    wrapped = {"model_type": "gemma3", "text_config": GEMMA3_TEXT,
+               "vision_config": {"hidden_size": 1152, "intermediate_size": 4304,
+                                 "num_hidden_layers": 27}}
+    mm = ModelSpec.from_hf_config(wrapped, name="gemma-3-12b-it")
+    assert mm.layer_windows == windows and mm.vision_params > 0.35e9   # SigLIP-So400m ~0.4B
+    assert mm.n_params == spec.n_params + mm.vision_params
+    types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(48)]
+    assert ModelSpec.from_hf_config(dict(GEMMA3_TEXT, layer_types=types)).layer_windows == windows
+
+
+def test_linear_attention_and_state_space_layers_are_refused():
+    types = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(48)]
+    with pytest.raises(ValueError, match="layer_types.*linear_attention.*not attention"):
+        ModelSpec.from_hf_config(dict(QWEN3_MOE, layer_types=types))
+    with pytest.raises(ValueError, match="full_attention_interval"):
+        ModelSpec.from_hf_config(dict(QWEN3_MOE, full_attention_interval=4))
+    with pytest.raises(ValueError, match="hybrid_override_pattern"):
+        ModelSpec.from_hf_config(dict(HF_CONFIGS["Llama-3.1-8B"],
+                                      hybrid_override_pattern="M-M-M*-"))
+
+
+@pytest.mark.parametrize("qcfg, stored", [
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "int8"),
+    ({"quant_method": "mxfp4"}, "mxfp4"),             # on a MoE: the routed experts
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"g0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"g0": {"weights": {"num_bits": 4, "type": "int"}}}}, "w4a16"),
+])
+def test_quantized_checkpoints_are_sized_at_their_stored_size(qcfg, stored):
+    from inferbook import sizing
+    base = "Mixtral-8x7B" if stored == "mxfp4" else "Llama-3.1-8B"
+    spec = ModelSpec.from_hf_config(dict(HF_CONFIGS[base], quantization_config=qcfg))
+    assert spec.checkpoint_dtype == stored
+    assert sizing.weight_bytes(spec) == sizing.weight_bytes(spec, stored)
+    assert sizing.weight_bytes(spec) < sizing.weight_bytes(spec, "bf16")
+
+
+def test_unknown_quantization_is_refused_and_fp16_checkpoints_read():
+    with pytest.raises(ValueError, match="quantization_config.quant_method"):
+        ModelSpec.from_hf_config(dict(HF_CONFIGS["Llama-3.1-8B"],
+                                      quantization_config={"quant_method": "hqq"}))
+    with pytest.raises(ValueError, match="torch_dtype"):
+        ModelSpec.from_hf_config(dict(HF_CONFIGS["Llama-3.1-8B"], torch_dtype="int3"))
+    fp16 = ModelSpec.from_hf_config(dict(HF_CONFIGS["Llama-3.1-8B"], torch_dtype="float16"))
+    assert fp16.checkpoint_dtype == "fp16"
+
+
+def test_gpt_oss_mxfp4_experts_and_alternating_windows():
+    from inferbook import sizing
+    from inferbook.vllm_logs import log_model
+    spec = log_model("openai/gpt-oss-120b")
+    assert spec.checkpoint_dtype == "mxfp4" and spec.sliding_window_layers == "even"
+    assert abs(spec.n_params / 116.8e9 - 1) < 0.01         # the model card: 117B
+    # experts at 4.25 bits, everything else 16-bit: ~61 GiB, not 16-bit's 218 GiB
+    assert 58 * 2**30 < sizing.weight_bytes(spec) < 66 * 2**30
+
+
+def test_qwen25_instruct_context_limit_and_yarn_override():
+    for name in ("Qwen2.5-7B", "Qwen2.5-14B", "Qwen2.5-72B"):
+        spec = model(name)
+        assert spec.max_position_embeddings == 131072          # the base model's config
+        assert spec.chat_context_limit == 32768                # the Instruct config.json
+        rope = json.loads(spec.chat_rope_scaling)
+        assert rope == {"rope_type": "yarn", "factor": 4.0,
+                        "original_max_position_embeddings": 32768}
+        assert rope["factor"] * rope["original_max_position_embeddings"] == 131072
+    assert model("Llama-3.1-8B").chat_context_limit == 131072
+
+
+def test_every_log_model_config_reads_and_matches_its_published_size():
+    from inferbook.vllm_logs import log_model, model_configs
+    published = {"Qwen/Qwen3-0.6B": 0.6e9, "Qwen/Qwen3-1.7B": 1.7e9, "Qwen/Qwen3-4B": 4.0e9,
+                 "Qwen/Qwen3-14B": 14.8e9, "Qwen/Qwen3-32B": 32.8e9,
+                 "Qwen/Qwen2.5-3B-Instruct": 3.09e9, "Qwen/Qwen2.5-32B-Instruct": 32.5e9,
+                 "Qwen/Qwen3-235B-A22B-FP8": 235e9, "Qwen/Qwen2-7B-Instruct": 7.62e9}
+    for key in model_configs():
+        spec = log_model(key)
+        if key in published:
+            assert abs(spec.n_params / published[key] - 1) < 0.02, key
+
+
+def test_bad_model_spec_fields_are_named():
+    with pytest.raises(ValueError, match="checkpoint_dtype"):
+        dataclasses.replace(model("Llama-3.1-8B"), checkpoint_dtype="int3")
+    with pytest.raises(ValueError, match="chat_max_position_embeddings"):
+        dataclasses.replace(model("Llama-3.1-8B"), chat_max_position_embeddings=-1)
+    with pytest.raises(TypeError, match="model name must be a str"):
+        model(3)
+    with pytest.raises(ValueError, match="no config.json"):
+        ModelSpec.from_hf_config("/nonexistent/dir")

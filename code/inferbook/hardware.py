@@ -198,7 +198,7 @@ def gpu(name: str | GPU) -> GPU:
     if isinstance(name, GPU):
         return name
     if not isinstance(name, str):
-        raise TypeError(f"GPU name must be a str or a GPU, got {type(name).__name__}")
+        raise TypeError(f"name must be a GPU preset name (str) or a GPU, got {type(name).__name__}")
     key = _norm(name)
     key = _norm(GPU_ALIASES.get(key, key))
     for preset_name, value in GPUS.items():

@@ -641,7 +641,7 @@ def model(name: str) -> ModelSpec:
     for spec in MODELS.values():
         if key in _aliases(spec):
             return spec
-    raise ValueError(f"unknown model preset {name!r}; known presets: {', '.join(MODELS)} "
+    raise ValueError(f"name: unknown model preset {name!r}; known presets: {', '.join(MODELS)} "
                      "(for another model: ModelSpec.from_hf_config(its config.json))")
 
 

@@ -70,6 +70,7 @@ class DType:
 
     def vector_bytes(self, n_values: int) -> int:
         """Return the bytes of one vector of `n_values` values, its group metadata included."""
+        validate.non_negative_int("n_values", n_values)
         data = ceil_div(n_values * self.bits, 8)
         if self.group_size is None:
             return data
@@ -111,16 +112,19 @@ DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float1
 DEFAULT_RESERVE_FRACTION = 0.10
 
 
-def get_dtype(name: str | DType) -> DType:
-    """Return the dtype called `name` (case-insensitive, aliases in `DTYPE_ALIASES`)."""
+def get_dtype(name: str | DType, argument: str = "dtype") -> DType:
+    """Return the dtype called `name` (case-insensitive, aliases in `DTYPE_ALIASES`).
+
+    `argument` is the caller's parameter name, which an error message names."""
     if isinstance(name, DType):
         return name
     if not isinstance(name, str):
-        raise TypeError(f"dtype must be a name like 'bf16', got {type(name).__name__}")
+        raise validate.ArgumentTypeError(f"{argument} must be a name like 'bf16', got "
+                                         f"{type(name).__name__}")
     key = name.strip().lower()
     key = DTYPE_ALIASES.get(key, key)
     if key not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; known dtypes: {', '.join(DTYPES)}")
+        raise ValueError(f"{argument}: unknown dtype {name!r}; known dtypes: {', '.join(DTYPES)}")
     return DTYPES[key]
 
 
@@ -165,7 +169,7 @@ def _layer_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
 
 def kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
     """Return the bytes one token adds to one layer's KV cache."""
-    return _layer_bytes(_spec(spec), _dtype(kv_dtype))
+    return _layer_bytes(_spec(spec), get_dtype(kv_dtype, "kv_dtype"))
 
 
 def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
@@ -174,7 +178,7 @@ def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DTyp
     For MLA models these are the expanded keys (qk_nope + qk_rope wide) and values (v_head_dim)
     that attention actually uses; for the others, `head_dim`-wide K and V for every query head.
     """
-    s, dt = _spec(spec), _dtype(kv_dtype)
+    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     if s.is_mla:
         k = dt.vector_bytes(s.qk_nope_head_dim + s.qk_rope_head_dim)
         v = dt.vector_bytes(s.v_head_dim)
@@ -203,7 +207,7 @@ def kv_bytes(spec: ModelSpec | str, ctx_tokens: int, batch: int = 1,
 
     Sliding-window layers hold min(window, ctx_tokens) tokens.
     """
-    s, dt = _spec(spec), _dtype(kv_dtype)
+    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
     tokens = sum(_cached_tokens(w, ctx_tokens) for w in s.layer_windows)
@@ -218,7 +222,7 @@ def kv_bytes_per_token(spec: ModelSpec | str, kv_dtype: str | DType = "bf16",
     With `ctx_tokens`: the average over a sequence of that length, sliding-window layers capped
     at their window, i.e. ``ceil(kv_bytes(spec, ctx_tokens, 1, kv_dtype) / ctx_tokens)``.
     """
-    s, dt = _spec(spec), _dtype(kv_dtype)
+    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     if ctx_tokens is None:
         return s.num_hidden_layers * _layer_bytes(s, dt)
     return ceil_div(kv_bytes(s, ctx_tokens, 1, dt), ctx_tokens)
@@ -240,7 +244,7 @@ def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType | None = None)
     routed experts; attention, router, shared parts and embeddings stay at 16 bits.
     """
     s = _spec(spec)
-    dt = _dtype(s.checkpoint_dtype if weight_dtype is None else weight_dtype)
+    dt = get_dtype(s.checkpoint_dtype if weight_dtype is None else weight_dtype, "weight_dtype")
     if dt.bits >= 16:
         return dt.vector_bytes(s.n_params)
     emb = embedding_params(s)
@@ -306,7 +310,7 @@ def kv_heads_per_gpu(spec: ModelSpec | str, n_gpus: int) -> int:
     s = _spec(spec)
     problem = tp_problem(s, n_gpus)
     if problem:
-        raise ValueError(problem)
+        raise ValueError(f"n_gpus: {problem}")
     if s.is_mla:
         return 0
     return max(1, s.num_key_value_heads // n_gpus)
@@ -331,7 +335,7 @@ def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch:
     window need not start at a block boundary: `SlidingWindowSpec.
     max_admission_blocks_per_request`, v1/kv_cache_interface.py:918-944). Without it, tokens.
     """
-    s, dt = _spec(spec), _dtype(kv_dtype)
+    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     heads = kv_heads_per_gpu(s, n_gpus)
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
@@ -379,7 +383,7 @@ def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
                              pipeline_parallel=pipeline_parallel,
                              window_extra_tokens=window_extra_tokens, block_size=block_size)
     full_layers = sum(w is None for w in _stage_windows(s, pipeline_parallel))
-    per_layer = _layer_bytes(s, _dtype(kv_dtype),
+    per_layer = _layer_bytes(s, get_dtype(kv_dtype, "kv_dtype"),
                              kv_heads=None if s.is_mla else kv_heads_per_gpu(s, n_gpus))
     shared = shared_prefix_tokens * full_layers * per_layer
     if kv_budget_bytes < whole:
@@ -473,6 +477,9 @@ def memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1,
     """Return one GPU's budget: ceil(total x utilization) - weights - runtime terms = KV budget."""
     g = _gpu(gpu)
     util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
+    if not isinstance(runtime, RuntimeMemory):
+        raise validate.ArgumentTypeError(f"runtime must be a RuntimeMemory (see "
+                                         f"vllm_runtime_memory), got {type(runtime).__name__}")
     usable = math.ceil(round(g.memory_bytes * util, 6))
     weights = weight_bytes_per_gpu(spec, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
     return MemoryBudget(g.memory_bytes, usable, weights, runtime)
@@ -533,7 +540,7 @@ class FitReport:
 def _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime) -> MemoryBudget:
     problem = tp_problem(s, n_gpus)
     if problem:
-        raise ValueError(problem)
+        raise ValueError(f"n_gpus: {problem}")
     reserve = _fraction("reserve_fraction", reserve_fraction, high_open=True)
     return memory_budget(s, g, n_gpus, weight_dtype, gpu_memory_utilization=1 - reserve,
                          runtime=runtime)
@@ -550,7 +557,7 @@ def fits(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, ctx_tokens: int
     kv = kv_bytes_per_gpu(s, n_gpus, ctx_tokens, batch, kv_dtype)
     return FitReport(
         model=s.name, gpu=g.name, n_gpus=n_gpus, ctx_tokens=ctx_tokens, batch=batch,
-        kv_dtype=_dtype(kv_dtype).name, weight_dtype=_dtype(weight_dtype).name,
+        kv_dtype=get_dtype(kv_dtype, "kv_dtype").name, weight_dtype=get_dtype(weight_dtype, "weight_dtype").name,
         reserve_fraction=float(reserve_fraction), memory_bytes_per_gpu=g.memory_bytes,
         reserve_bytes_per_gpu=budget.reserve_bytes, weight_bytes_per_gpu=budget.weight_bytes,
         kv_bytes_per_gpu=kv, weight_bytes_total=weight_bytes(s, weight_dtype),
@@ -705,7 +712,7 @@ def vllm_kv_cache(spec: ModelSpec | str, n_gpus: int = 1, *, available_bytes: in
     before 0.8 (the V0 engine, "# GPU blocks") every layer is full attention and
     ``num_blocks = available // (block_size x bytes per token, all layers)``.
     """
-    s, dt = _spec(spec), _dtype(kv_dtype)
+    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     validate.non_negative_int("available_bytes", available_bytes)
     _positive_int("max_model_len", max_model_len)
     _positive_int("block_size", block_size)
