@@ -444,15 +444,28 @@ def test_gpu_check_refuses_cleanly_without_a_gpu(capsys):
     assert "no CUDA GPU" in capsys.readouterr().out
 
 
-def test_gpu_check_verdicts_from_a_fixture():
-    targets = _gpu_check().targets
+# (gpu_check's verdicts per target: tests/test_gpu_check.py)
 
-    def run(cc, vs, ratios):
-        rows = [dict(seq_len=4096, head_dim=d, causal=False, vs=vs, ours_over_other_tflops=r)
-                for d, r in ratios]
-        return {"machine": {"capability": cc}, "ratios": rows}
 
-    assert "met (worst 0.95x" in targets(run("90", "sdpa_flash", [(64, 0.95), (128, 1.1)]))[0]
-    assert "NOT met" in targets(run("90", "sdpa_flash", [(64, 0.5), (128, 1.1)]))[0]
-    assert "NOT met" in targets(run("75", "sdpa_math", [(64, 1.5)]))[0]
-    assert "no target" in targets(run("86", "sdpa_flash", [(64, 1.0)]))[0]
+# --- bad input: a clear error naming the argument, never a raw error or a silent result ---------------
+@pytest.mark.parametrize("call, words", [
+    (lambda q, k, v: tf.flash_attention(q, k, v, causal="yes"), "causal"),
+    (lambda q, k, v: tf.flash_attention(q, k, v, block_q=32.0), "block_q"),
+    (lambda q, k, v: tf.flash_attention(q, k, v, block_k=24), "block_k"),
+    (lambda q, k, v: tf.flash_attention(q, k[:1], v[:1]), "batch"),
+    (lambda q, k, v: tf.attention_naive(q, k, v, scale=float("nan")), "scale"),
+    (lambda q, k, v: tf.attention_naive(q, k, v, causal=1), "causal"),
+    (lambda q, k, v: tf.split_kv_attention(q, k[:1], v[:1], 2), "batch"),
+    (lambda q, k, v: tf.kv_tile_schedule(5, 64, 64, 16, 16, True), "pid_m"),
+    (lambda q, k, v: tf.kv_tile_schedule(0, 0, 64, 16, 16, True), "n_q"),
+    (lambda q, k, v: tf.launch_plan(1, 6, 4, 1, 16), "kv_heads"),
+    (lambda q, k, v: tf.launch_plan(1, 4, 0, 1, 16), "kv_heads"),
+    (lambda q, k, v: tf.smem_estimate_bytes(64, torch.float16, 64, 0, 4, 2), "block_n"),
+    (lambda q, k, v: tf.benchmark_flops(1, 2, 128, 64.5, False), "head_dim"),
+    (lambda q, k, v: tf.benchmark_flops(1, 2, 128, 64, "no"), "causal"),
+    (lambda q, k, v: tf.load_benchmark_results(None), "folder"),
+])
+def test_bad_input_names_the_argument(call, words):
+    q, k, v = make_qkv(2, 2, 2, 16, 16, 16, torch.float32)
+    with pytest.raises((TypeError, ValueError), match=words):
+        call(q, k, v)

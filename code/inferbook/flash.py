@@ -34,7 +34,8 @@ from typing import Callable
 
 import numpy as np
 
-from .masks import causal_mask_numpy
+from . import validate
+from .masks import causal_flag, causal_mask_numpy
 from .softmax import online_update
 
 
@@ -75,6 +76,9 @@ def flash_attention_forward(
     tile stepper). Within a tile everything is vectorised over batch, heads and the tile.
     """
     q, k, v, acc_dtype, scale = _check_inputs(q, k, v, scale, block_q, block_k)
+    causal = causal_flag(causal)
+    if on_tile is not None and not callable(on_tile):
+        raise TypeError(f"on_tile must be a function of a TileState or None; got {type(on_tile).__name__}")
     batch, heads, n_q, _ = q.shape
     kv_heads, n_k, d_v = k.shape[1], k.shape[2], v.shape[3]
     group = heads // kv_heads
@@ -130,6 +134,7 @@ def flash_attention_backward(
     of a K/V head sum over the query heads of its group. Returned in the input dtypes.
     """
     q, k, v, acc_dtype, scale = _check_inputs(q, k, v, scale, block_q, block_k)
+    causal = causal_flag(causal)
     batch, heads, n_q, d = q.shape
     kv_heads, n_k, d_v = k.shape[1], k.shape[2], v.shape[3]
     group = heads // kv_heads
@@ -189,6 +194,7 @@ def attention_reference(
     Same conventions as `flash_attention_forward` (causal alignment, fully masked rows).
     """
     q, k, v, acc_dtype, scale = _check_inputs(q, k, v, scale, 1, 1)
+    causal = causal_flag(causal)
     dtype = q.dtype
     batch, heads, n_q, _ = q.shape
     n_k = k.shape[2]
@@ -220,7 +226,10 @@ def attention_flops(n_q: int, n_k: int, head_dim: int, causal: bool = False, bat
     for the plain and the tiled computation (the tiled one skips masked tiles, the plain one
     could too). Causal counts the visible (query, key) pairs exactly.
     """
-    if causal:
+    n_q, n_k = validate.non_negative_int("n_q", n_q), validate.non_negative_int("n_k", n_k)
+    head_dim = validate.non_negative_int("head_dim", head_dim)
+    batch_heads = validate.non_negative_int("batch_heads", batch_heads)
+    if causal_flag(causal):
         offset = n_k - n_q
         pairs = sum(min(n_k, max(0, i + offset + 1)) for i in range(n_q))
     else:

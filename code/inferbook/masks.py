@@ -19,7 +19,7 @@ import numpy as np
 
 from . import validate
 
-__all__ = ["causal_mask", "causal_mask_numpy", "position_mask", "causal_offset"]
+__all__ = ["causal_mask", "causal_mask_numpy", "position_mask", "causal_offset", "causal_flag"]
 
 
 def causal_offset(n_q: int, n_k: int) -> int:
@@ -72,3 +72,14 @@ def position_mask(query_pos, n_keys: int):
                         + (f" of {query_pos.dtype}" if isinstance(query_pos, torch.Tensor) else ""))
     keys = torch.arange(n_keys, device=query_pos.device)
     return keys <= query_pos[..., None]
+
+
+def causal_flag(value, name: str = "causal") -> bool:
+    """Return `value` as a bool; TypeError unless it is True or False (NumPy's bools too).
+
+    A string, a number or a tensor as `causal` is refused rather than read by its truth.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise validate.ArgumentTypeError(f"{name} must be True or False; got {value!r} "
+                                     f"({type(value).__name__})")

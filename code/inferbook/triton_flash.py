@@ -66,7 +66,7 @@ import triton.language as tl
 
 from . import validate
 from .attention_backends import FLASH_ATTENTION_VERSIONS, FlashAttentionVersion, flash_versions_for
-from .masks import causal_mask
+from .masks import causal_flag, causal_mask
 # Re-exported: the names chapter 4 and the tests import from here (one import for the reader).
 from .split_kv import merge_partials, split_kv_attention  # noqa: F401
 from .triton_launch import (MAX_HEAD_DIM, MIN_HEAD_DIM, SMEM_BYTES_PER_BLOCK,  # noqa: F401
@@ -224,7 +224,10 @@ def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int
     tail); keys from masked_end on are never loaded. The same integer arithmetic as
     `_flash_forward_kernel`, in Python, for the chapter's figure and for the tests.
     """
-    if causal:
+    n_q, n_kv = validate.positive_int("n_q", n_q), validate.positive_int("n_kv", n_kv)
+    block_m, block_n = validate.positive_int("block_m", block_m), validate.positive_int("block_n", block_n)
+    validate.integer("pid_m", pid_m, 0, (n_q - 1) // block_m)
+    if causal_flag(causal):
         offset = n_kv - n_q
         full_end = max((pid_m * block_m + offset + 1) // block_n * block_n, 0)
         masked_end = min((pid_m + 1) * block_m + offset, n_kv)
@@ -299,9 +302,7 @@ def _launch_forward(q, k, v, causal, scale, block_q, block_k):
     if on_cpu and not INTERPRETED:
         raise ValueError("CPU tensors need Triton's interpreter: set TRITON_INTERPRET=1 before "
                          "importing inferbook.triton_flash, or pass CUDA tensors")
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        if value is not None and (value < 16 or value & (value - 1)):
-            raise ValueError(f"{name} must be a power of two >= 16; got {value}")
+
     out_dtype = q.dtype
     if INTERPRETED and q.dtype == torch.bfloat16:
         q, k, v = q.float(), k.float(), v.float()       # the interpreter's bf16 is wrong
@@ -410,10 +411,14 @@ def flash_attention(
     >= 16); without them a GPU launch is autotuned. lse is float32. Differentiable in q, k, v.
     """
     _check_inputs(q, k, v)
+    causal = causal_flag(causal)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     scale = validate.finite_float("scale", scale)
-    return FlashAttentionFunction.apply(q, k, v, bool(causal), scale, block_q, block_k)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        if value is not None and (validate.positive_int(name, value) < 16 or value & (value - 1)):
+            raise ValueError(f"{name} must be a power of two >= 16; got {value}")
+    return FlashAttentionFunction.apply(q, k, v, causal, scale, block_q, block_k)
 
 
 # --------------------------------------------------------------------------------------
@@ -428,8 +433,8 @@ def attention_naive(q, k, v, causal=False, scale=None):
     lse = -inf, like the kernel; lse is float32.
     """
     _check_inputs(q, k, v)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    causal = causal_flag(causal)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else validate.finite_float("scale", scale)
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from . import validate
 from .hardware import GPUS
 
 __all__ = ["MIN_HEAD_DIM", "MAX_HEAD_DIM", "SUPPORTED_DTYPES", "SMEM_BYTES_PER_BLOCK",
@@ -174,6 +175,10 @@ def smem_estimate_bytes(head_dim: int, dtype: torch.dtype, block_m: int, block_n
     estimate is the larger of the two; `tests/test_triton_aot.py` checks that it is never
     below what the compiler reports.
     """
+    validate.integer("head_dim", head_dim, MIN_HEAD_DIM, MAX_HEAD_DIM)
+    for name, value in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps),
+                        ("num_stages", num_stages)):
+        validate.positive_int(name, value)
     d = triton.next_power_of_2(head_dim)
     e = _element_bytes(dtype)
     tensor_cores = e * (2 * max(num_stages, 1) * block_n * d + block_m * d) + 2048
@@ -207,6 +212,11 @@ def launch_plan(batch: int, heads: int, kv_heads: int, n_q: int, block_m: int) -
     rows, BLOCK_M = max(16, next power of two >= group) but no more than `block_m`, and the
     grid is (cdiv(group, BLOCK_M), batch x kv_heads).
     """
+    for name, value in (("batch", batch), ("heads", heads), ("kv_heads", kv_heads), ("n_q", n_q),
+                        ("block_m", block_m)):
+        validate.positive_int(name, value)
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     group = heads // kv_heads
     if n_q == 1 and group > 1:
         bm = min(block_m, max(16, triton.next_power_of_2(group)))

@@ -13,6 +13,9 @@ import json
 import os
 from pathlib import Path
 
+from . import validate
+from .masks import causal_flag
+
 __all__ = ["benchmark_flops", "load_benchmark_results", "benchmark_label", "plot_benchmark_results"]
 
 
@@ -26,8 +29,8 @@ def benchmark_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal:
     """
     for name, value in (("batch", batch), ("heads", heads), ("seq_len", seq_len),
                         ("head_dim", head_dim)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1; got {value}")
+        validate.positive_int(name, value)
+    causal = causal_flag(causal)
     flops = 4.0 * batch * heads * seq_len * seq_len * head_dim
     return flops / 2 if causal else flops
 
@@ -38,6 +41,8 @@ def load_benchmark_results(folder: str | os.PathLike) -> list[dict]:
     Each must have the keys written by tests/bench/bench_triton_flash.py: "machine" (with
     "gpu", "driver", "torch", "triton", "date", ...) and "results" (a list of rows).
     """
+    if not isinstance(folder, (str, os.PathLike)):
+        raise validate.ArgumentTypeError(f"folder must be a path; got {type(folder).__name__}")
     runs = []
     for path in sorted(Path(folder).glob("flash_triton_*.json")):
         data = json.loads(path.read_text())
