@@ -1,0 +1,259 @@
+"""vLLM's start-up accounting against real start-up logs (inferbook/data/vllm_logs.json).
+
+The data are public log excerpts (GitHub issues, committed log files), each with its URL; the
+predictions come from `inferbook.sizing` alone. `pytest -s` prints the table.
+"""
+
+import json
+import math
+import re
+
+import pytest
+
+from inferbook import sizing, vllm_logs
+from inferbook.hardware import GPUS
+from inferbook.models import MODELS, ModelSpec
+from inferbook.sizing import _version
+
+GiB = 2**30
+ROWS = vllm_logs.vllm_log_table()
+RECORDS = vllm_logs.records()
+
+
+def test_at_least_30_real_records_with_every_field():
+    assert len(RECORDS) >= 30
+    ids = [r["id"] for r in RECORDS]
+    assert len(ids) == len(set(ids))
+    for r in RECORDS:
+        assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|blob)/", r["url"]), r["id"]
+        _version(r["vllm_version"])                              # parses
+        for key in ("model", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
+                    "kv_cache_dtype", "max_model_len", "gpu_memory_utilization", "gpu"):
+            assert key in r, (r["id"], key)
+        assert r["logged"]["kv_tokens"] > 0 and r["excerpt"], r["id"]
+        # the printed token count is in the excerpt, as printed
+        assert any(f"{r['logged']['kv_tokens']:,}" in line or str(r["logged"]["kv_tokens"]) in line
+                   or str(r["logged"].get("num_blocks")) in line for line in r["excerpt"]), r["id"]
+        if r.get("model_config"):
+            vllm_logs.log_model(r["model_config"])               # every config resolves
+
+
+def test_records_are_self_consistent_where_the_log_prints_the_concurrency():
+    """Logged concurrency = logged tokens / max_model_len where vLLM derived one from the other."""
+    for r in RECORDS:
+        conc, tokens = r["logged"]["max_concurrency"], r["logged"]["kv_tokens"]
+        text_full = r.get("model_config") and not log_has_windows(r)
+        if conc is not None and text_full and r["max_model_len"] % 16 == 0:
+            assert tokens / r["max_model_len"] == pytest.approx(conc, abs=0.006), r["id"]
+
+
+def log_has_windows(r):
+    return any(w is not None for w in vllm_logs.log_model(r["model_config"]).layer_windows)
+
+
+def _stats(key):
+    errs = [abs(getattr(r, key)) for r in ROWS if r.text_only and getattr(r, key) is not None]
+    return len(errs), vllm_logs._quantile(errs, 0.5), vllm_logs._quantile(errs, 0.9)
+
+
+def test_print_the_table(capsys):
+    with capsys.disabled():
+        print()
+        print(vllm_logs.format_table(ROWS))
+        print(json.dumps(vllm_logs.summary(ROWS), indent=1))
+
+
+@pytest.mark.parametrize("key", ["error_from_available", "concurrency_error_from_available"])
+def test_kv_tokens_and_concurrency_from_the_logged_memory(key):
+    """Bytes per token, the hybrid allocator's groups and the block rounding, isolated."""
+    n, median, p90 = _stats(key)
+    assert n >= 25
+    assert median <= 0.02 and p90 <= 0.05, (median, p90)
+
+
+@pytest.mark.parametrize("key", ["error_end_to_end", "concurrency_error_end_to_end"])
+def test_kv_tokens_and_concurrency_end_to_end(key):
+    """From the config, the GPU's CUDA total and the utilization alone (every term modelled).
+
+    The median meets the 2 % target; the 90th percentile is held to 10 %: the misses are the
+    small pools (2-6 GiB) where the sampler's profiled activation (about +-0.2 GiB between
+    runs of one version) is a large share, and V0-engine logs whose non-torch memory varied
+    with the GPU (0.16-0.73 GiB)."""
+    n, median, p90 = _stats(key)
+    assert n >= 15
+    assert median <= 0.02 and p90 <= 0.10, (median, p90)
+
+
+def test_end_to_end_on_the_v1_engine_large_pools():
+    """Where the pool is large (>= 10 GiB) and the engine is V1, end to end is within 3 %."""
+    big = [r for r in ROWS if r.error_end_to_end is not None and _version(r.vllm_version) >= (0, 8, 0)
+           and r.logged_available_gib and r.logged_available_gib >= 10]
+    assert len(big) >= 8
+    assert max(abs(r.error_end_to_end) for r in big) <= 0.03
+
+
+def test_the_check_can_fail():
+    """A model without the hybrid allocator's groups, or 80e9-byte GPUs, misses the logs."""
+    gpt = next(r for r in RECORDS if r["model_config"] == "openai/gpt-oss-120b")
+    spec = vllm_logs.log_model(gpt["model_config"])
+    flat = sizing.vllm_kv_cache(spec, 4, available_bytes=int(gpt["logged"]["available_kv_gib"] * GiB),
+                                max_model_len=gpt["max_model_len"], vllm_version="0.9.2")
+    # without the groups the token count is the same, but the sliding layers would hold every
+    # token, so the concurrency vLLM logged (284x) would be 161x
+    assert abs(flat.max_concurrency / gpt["logged"]["max_concurrency"] - 1) > 0.4
+    r = next(r for r in RECORDS if r["id"] == "dennislee22-qwen2-7b-tp1-0.5")
+    spec = vllm_logs.log_model(r["model_config"])
+    marketing = GPUS["A100 80GB"].__class__(**{**GPUS["A100 80GB"].__dict__, "cuda_total_bytes": 0})
+    b = sizing.vllm_memory_budget(spec, marketing, 1, gpu_memory_utilization=0.5,
+                                  max_num_batched_tokens=2048, max_num_seqs=256,
+                                  vllm_version="0.10.1.1", flashinfer_sampler=True)
+    assert b.available_kv_bytes / GiB < r["logged"]["available_kv_gib"] - 1   # 80e9 undersizes
+
+
+# --- the rules, one by one ----------------------------------------------------------------------
+
+def test_block_rounding_is_floor_of_available_over_a_block_of_all_layers():
+    spec = MODELS["Llama-3.1-8B"]
+    per_block = 16 * 32 * 2 * 8 * 128 * 2
+    c = sizing.vllm_kv_cache(spec, 1, available_bytes=10 * per_block - 1, max_model_len=4096)
+    assert c.num_blocks == 9 and c.bytes_per_block == per_block and c.num_groups == 1
+    assert c.blocks_per_request == 4096 // 16
+    assert c.kv_tokens == int(9 / 256 * 4096) == 144 and c.max_concurrency == 9 / 256
+
+
+def test_sliding_window_blocks_follow_vllm_rule():
+    """cdiv(min(window - 1 + in-flight, max_model_len), block) + 1 (the window need not start at a
+    block boundary): one block more than min(window, ctx) / block."""
+    m = MODELS["Mistral-7B-v0.1"]                     # every layer slides, window 4096
+    c = sizing.vllm_kv_cache(m, 1, available_bytes=10**11, max_model_len=32768,
+                             max_num_batched_tokens=2048)
+    assert c.blocks_per_request == math.ceil((4096 - 1 + 2 * 2048) / 16) + 1   # 0.33: 2 batches
+    old = sizing.vllm_kv_cache(m, 1, available_bytes=10**11, max_model_len=32768,
+                               max_num_batched_tokens=2048, vllm_version="0.10.1")
+    assert old.blocks_per_request == math.ceil((4096 - 1 + 2048) / 16) + 1     # one batch
+    tokens_held = sizing.kv_bytes_per_gpu(m, 1, 32768, 1, block_size=16,
+                                          window_extra_tokens=2 * 2048) // (32 * 2 * 8 * 128 * 2)
+    assert tokens_held == 16 * c.blocks_per_request
+    short = sizing.kv_bytes_per_gpu(m, 1, 100, 1, block_size=16)
+    assert short == 32 * 2 * 8 * 128 * 2 * 16 * (math.ceil(100 / 16) + 1)
+
+
+def test_hybrid_groups_gemma_and_gpt_oss():
+    gemma2 = MODELS["Gemma-2-9B"]                      # 21 sliding + 21 full
+    c = sizing.vllm_kv_cache(gemma2, 1, available_bytes=10 * GiB, max_model_len=8192)
+    assert (c.num_groups, c.layers_per_group) == (2, 21)
+    assert c.bytes_per_block == 21 * 16 * 2 * 8 * 256 * 2
+    gemma3 = ModelSpec.from_hf_config({
+        "model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+        "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+        "head_dim": 256, "vocab_size": 262208, "max_position_embeddings": 131072,
+        "sliding_window": 1024, "sliding_window_pattern": 6})
+    c3 = sizing.vllm_kv_cache(gemma3, 1, available_bytes=10 * GiB, max_model_len=131072)
+    assert (c3.num_groups, c3.layers_per_group) == (6, 8)          # 40 sliding / 8 + 8 full / 8
+    per_request = 8192 + 5 * (math.ceil((1024 - 1 + 2 * 2048) / 16) + 1)
+    assert c3.blocks_per_request == per_request
+    assert c3.kv_tokens == int(c3.num_blocks / per_request * 131072)
+    # without the hybrid allocator every layer is full attention
+    flat = sizing.vllm_kv_cache(gemma3, 1, available_bytes=10 * GiB, max_model_len=131072,
+                                hybrid_kv_cache_manager=False)
+    assert flat.num_groups == 1 and flat.kv_tokens < c3.kv_tokens / 4
+
+
+def test_mla_latent_is_not_split_and_fp8_halves_it():
+    ds = MODELS["DeepSeek-V3"]
+    a = sizing.vllm_kv_cache(ds, 8, available_bytes=20 * GiB, max_model_len=32768)
+    b = sizing.vllm_kv_cache(ds, 8, available_bytes=20 * GiB, max_model_len=32768, kv_dtype="fp8")
+    assert a.bytes_per_block == 61 * 16 * (512 + 64) * 2
+    assert b.num_blocks in (2 * a.num_blocks, 2 * a.num_blocks + 1)
+
+
+def test_version_rules_for_the_token_count():
+    spec = MODELS["Llama-3.1-8B"]
+    kw = dict(available_bytes=1000 * 16 * 131072, max_model_len=4000)
+    assert sizing.vllm_kv_cache(spec, 1, **kw, vllm_version="0.10.0").kv_tokens == 1000 * 16
+    new = sizing.vllm_kv_cache(spec, 1, **kw)                       # 0.33: concurrency x len
+    assert new.kv_tokens == int(1000 / 250 * 4000) == 16000
+    assert sizing.vllm_kv_cache(spec, 1, **kw, vllm_version="0.6.4").kv_tokens == 16000
+    odd = sizing.vllm_kv_cache(spec, 1, available_bytes=1000 * 16 * 131072, max_model_len=4001)
+    assert odd.kv_tokens == int(1000 / 251 * 4001) < 16000
+
+
+def test_cuda_graphs_are_deducted_from_0_21_only():
+    kw = dict(max_num_batched_tokens=2048, max_num_seqs=256, gpu_memory_utilization=0.9)
+    new = sizing.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw)
+    old = sizing.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw, vllm_version="0.20.0",
+                                    flashinfer_sampler=True)
+    assert new.cuda_graph_deducted and not old.cuda_graph_deducted
+    assert old.available_kv_bytes - new.available_kv_bytes == new.cuda_graph_bytes
+    eager = sizing.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw, cuda_graphs=False)
+    assert eager.available_kv_bytes == old.available_kv_bytes
+
+
+def test_terms_grow_as_vllm_says():
+    kw = dict(max_num_batched_tokens=8192, max_num_seqs=1024)
+    dense = sizing.vllm_activation_bytes("Llama-3.1-8B", 1, max_num_batched_tokens=16384,
+                                         max_num_seqs=1)
+    moe = sizing.vllm_activation_bytes("Mixtral-8x7B", 1, max_num_batched_tokens=16384,
+                                       max_num_seqs=1)
+    assert moe > dense                                             # MoE peaks higher
+    assert sizing.vllm_non_torch_bytes(4) > sizing.vllm_non_torch_bytes(2) > \
+        sizing.vllm_non_torch_bytes(1)
+    native = sizing.vllm_activation_bytes("Llama-3.1-8B", **kw, flashinfer_sampler=False)
+    fi = sizing.vllm_activation_bytes("Llama-3.1-8B", **kw, flashinfer_sampler=True)
+    assert native > 3 * fi
+
+
+def test_vllm_startup_end_to_end_and_its_refusal():
+    s = sizing.vllm_startup("Llama-3.1-8B", "H100", 1, max_model_len=8192)
+    assert s.max_num_batched_tokens == 8192 and s.max_num_seqs == 1024        # H100 defaults
+    assert s.budget.requested_bytes == math.ceil(GPUS["H100 SXM"].memory_bytes * 0.92)
+    assert s.kv_tokens == s.kv_cache.kv_tokens and s.max_concurrency > 40
+    assert sizing.vllm_default_caps("A100 80GB") == (2048, 256)
+    assert sizing.vllm_default_caps("B200") == (16384, 1024)
+    with pytest.raises(ValueError, match="gpu_memory_utilization.*No available memory"):
+        sizing.vllm_startup("Llama-3.1-70B", "H100", 1)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=-1, max_model_len=10),
+     ValueError, "available_bytes"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=0),
+     ValueError, "max_model_len"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+                                  block_size=0), ValueError, "block_size"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+                                  vllm_version="latest"), ValueError, "vllm_version"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+                                  vllm_version=0.33), TypeError, "vllm_version"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+                                  hybrid_kv_cache_manager="yes"), TypeError,
+     "hybrid_kv_cache_manager"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 3, available_bytes=GiB, max_model_len=8),
+     ValueError, "n_gpus"),
+    (lambda: sizing.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+                                  kv_dtype="fp5"), ValueError, "kv_dtype"),
+    (lambda: sizing.vllm_memory_budget("Llama-3.1-8B", "H100", gpu_memory_utilization=1.5,
+                                       max_num_batched_tokens=8, max_num_seqs=1),
+     ValueError, "gpu_memory_utilization"),
+    (lambda: sizing.vllm_memory_budget("Llama-3.1-8B", "H100", max_num_batched_tokens=8,
+                                       max_num_seqs=1, weight_bytes=-5), ValueError,
+     "weight_bytes"),
+    (lambda: sizing.vllm_memory_budget("Llama-3.1-8B", "H100", max_num_batched_tokens=8,
+                                       max_num_seqs=1, cuda_graphs=1), TypeError, "cuda_graphs"),
+    (lambda: sizing.vllm_activation_bytes("Llama-3.1-8B", max_num_batched_tokens=8,
+                                          max_num_seqs=0), ValueError, "max_num_seqs"),
+    (lambda: sizing.vllm_activation_bytes("Llama-3.1-8B", max_num_batched_tokens=8,
+                                          max_num_seqs=1, flashinfer_sampler="on"), TypeError,
+     "flashinfer_sampler"),
+    (lambda: sizing.vllm_startup("Llama-3.1-8B", "H100", max_model_len=-4), ValueError,
+     "max_model_len"),
+    (lambda: sizing.vllm_non_torch_bytes(0), ValueError, "n_gpus"),
+    (lambda: sizing.vllm_default_caps("H100", max_model_len=0, vllm_version="0.6.0"),
+     ValueError, "max_model_len"),
+    (lambda: vllm_logs.log_model("no-such-model"), ValueError, "key"),
+    (lambda: vllm_logs.records(path=5), TypeError, "path"),
+    (lambda: vllm_logs.records(path="/nonexistent.json"), ValueError, "path"),
+])
+def test_bad_input_names_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
