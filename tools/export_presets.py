@@ -27,8 +27,16 @@ from inferbook.models import MODELS
 def _model(spec) -> dict:
     # layers grouped by window: [[window or None, how many layers], ...] in first-seen order
     windows = Counter(spec.layer_windows)
+    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace if spec.is_moe else 0
     return {
         "attention": spec.attention,
+        "is_moe": spec.is_moe,
+        # a token's share of the parameters (MoE: its top-k routed experts), for the roofline knob
+        "n_active_params": spec.n_active_params,
+        # routed-expert parameters: what an MXFP4 checkpoint stores at 4 bits (sizing.weight_bytes)
+        "routed_expert_params": (moe_layers * spec.n_routed_experts * 3 * spec.hidden_size
+                                 * spec.moe_intermediate_size),
+        "checkpoint_dtype": spec.checkpoint_dtype,
         "num_hidden_layers": spec.num_hidden_layers,
         "num_attention_heads": spec.num_attention_heads,
         "num_key_value_heads": spec.num_key_value_heads,
@@ -52,13 +60,16 @@ def presets() -> dict:
         "max_tp_degree": 8,
         "models": {name: _model(spec) for name, spec in MODELS.items()},
         "dtypes": {
-            name: {"bits": d.bits, "group_size": d.group_size,
+            name: {"name": name, "bits": d.bits, "group_size": d.group_size,
                    "group_overhead_bytes": d.group_overhead_bytes, "note": d.note}
             for name, d in sizing.DTYPES.items()
         },
         "gpus": {
-            name: {"hbm_bytes": g.hbm_bytes, "hbm_bytes_per_s": g.hbm_bytes_per_s,
-                   "fp16_tensor_flops": g.fp16_tensor_flops}
+            # memory_bytes: the total CUDA reports (what every budget uses, as vLLM does);
+            # marketing_bytes: the datasheet's GB, for display only
+            name: {"memory_bytes": g.memory_bytes, "marketing_bytes": g.marketing_bytes,
+                   "memory_source": g.cuda_total_source,
+                   "hbm_bytes_per_s": g.hbm_bytes_per_s, "fp16_tensor_flops": g.fp16_tensor_flops}
             for name, g in GPUS.items()
         },
     }

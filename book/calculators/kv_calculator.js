@@ -8,7 +8,8 @@
  *
  * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, weight_bytes,
  * memory_budget, fits, max_batch, max_context, min_tp_degree, tp_problem) with chapter 2's
- * budget (a reserve fraction, no runtime terms); tests/test_book.py compares the two on a grid.
+ * budget (a reserve fraction, no runtime terms) on the memory CUDA reports (an H100 80GB shows
+ * 79.18 GiB = 85.0e9 bytes); tests/test_book.py compares the two on a grid.
  */
 (function () {
   "use strict";
@@ -60,14 +61,18 @@
 
   function weightBytes(m, dt) {                // below 16 bits, embeddings + LM head stay 16-bit
     if (dt.bits >= 16) return vectorBytes(dt, m.n_params);
+    if (dt.name === "mxfp4") {                 // MXFP4 stores only the routed experts at 4 bits
+      return vectorBytes(dt, m.routed_expert_params) + 2 * (m.n_params - m.routed_expert_params);
+    }
     return vectorBytes(dt, m.n_params - m.embedding_params) + 2 * m.embedding_params;
   }
 
   function budget(g, n, m, wdt, reserveFraction) {  // sizing.memory_budget, no runtime terms
+    // the total CUDA reports (GPU.memory_bytes), not the datasheet's GB: what vLLM multiplies
     // usable = ceil(round(total x utilization, 6)): the rounding drops float noise
-    var usable = Math.ceil(Number((g.hbm_bytes * (1 - reserveFraction)).toFixed(6)));
+    var usable = Math.ceil(Number((g.memory_bytes * (1 - reserveFraction)).toFixed(6)));
     var weights = Math.ceil(weightBytes(m, wdt) / n);
-    return {reserve: g.hbm_bytes - usable, weights: weights, left: usable - weights};
+    return {reserve: g.memory_bytes - usable, weights: weights, left: usable - weights};
   }
 
   function floorDiv(a, b) {                    // exact floor(a / b) for non-negative integers
@@ -86,7 +91,7 @@
       kv_bytes_total: kvBytes(m, kdt, q.ctx_tokens, q.batch),
       weight_bytes_total: weightBytes(m, wdt),
       ctx_within_model_limit: q.ctx_tokens <= m.max_position_embeddings,
-      memory_bytes_per_gpu: g.hbm_bytes,
+      memory_bytes_per_gpu: g.memory_bytes,
       attention: m.attention,
       valid_tp_degrees: [],
       min_tp_degree: null
