@@ -554,7 +554,7 @@ def _ch4_versions() -> str:
 
 
 def _ch4_fa4_year() -> str:
-    return ("FlashAttention-4's code was public a year earlier: the CuTe-DSL kernels in "
+    return ("FlashAttention-4's code was public in 2025: the CuTe-DSL kernels in "
             "flash-attention's `flash_attn/cute` got their first Blackwell (sm100) forward on 29 "
             "June 2025 and a Blackwell backward in October 2025 {cite:p}`flash_attn_cute`. 2026 is "
             "the year of the paper (March 2026) {cite:p}`zadouri2026flashattention4` and of the "
