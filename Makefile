@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENDOR := book/_vendor
 
-.PHONY: book test clean grade lab gpu-check
+.PHONY: book test clean grade lab gpu-check pdf
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ book: $(STAMP) $(VENDOR)/.fetched
 test: $(STAMP) $(VENDOR)/.fetched
 	# Two workers on two cores, one thread each: oversubscribed torch threads spin and crawl.
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# The whole book as one PDF for offline reading (_build/pdf/book.pdf): built from the committed
+# outputs and printed page by page by headless Chromium (apt-get install chromium), math and
+# figures included, nothing fetched. After `make book`: $(PY) tools/make_pdf.py --html _build/html
+pdf: $(STAMP) $(VENDOR)/.fetched
+	$(PY) tools/make_pdf.py --build
 
 # JupyterLab from the project's venv, opened on the notebooks (chapters, exercises, solutions).
 # Extra options: make lab LAB_ARGS="--no-browser --port 8889" (as root, e.g. in a container: --allow-root).

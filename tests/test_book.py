@@ -31,6 +31,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -700,3 +701,33 @@ def test_calculators_first_answer_matches_the_package(html):
             page.close()
         browser.close()
     assert checked and not problems, "\n".join(problems[:20])
+
+
+# ----------------------------------------------------------------------------------------------
+# make pdf: the whole book, offline, figures and math included.
+
+@needs_chromium
+@pytest.mark.slow
+def test_pdf_has_every_page_with_figures_and_math(html, tmp_path):
+    from pypdf import PdfReader
+
+    spec = importlib.util.spec_from_file_location("make_pdf", ROOT / "tools" / "make_pdf.py")
+    make_pdf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_pdf)
+    pages = make_pdf.toc_pages()
+    assert set(CHAPTERS + EXERCISES + SOLUTIONS) <= set(pages)
+    out = tmp_path / "book.pdf"
+    contents = make_pdf.print_pages(html, pages, out)
+    reader = PdfReader(out)
+    outline = [item.title for item in reader.outline]
+    assert outline == [make_pdf.page_title(html / f"{p}.html") for p in pages]
+    assert len(reader.pages) == sum(n for _, n in contents)
+    text = unicodedata.normalize("NFKC", "\n".join(p.extract_text() or "" for p in reader.pages))
+    flat = " ".join(text.split())
+    for chapter in CHAPTERS:   # every chapter's title, and its figures as images
+        assert " ".join(make_pdf.page_title(html / f"{chapter}.html").split()) in flat, chapter
+    n_figures = sum((html / f"{c}.html").read_text().count("<figure") for c in CHAPTERS)
+    n_images = sum(len(page.images) for page in reader.pages)
+    assert n_images >= n_figures > 0, (n_images, n_figures)
+    # math typeset (MathJax ran), not left as TeX source
+    assert "\\frac" not in text and "$$" not in text
