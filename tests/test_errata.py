@@ -39,3 +39,15 @@ def test_quotes_occur_in_the_seeds():
     seeds = squash(" ".join(p.read_text() for p in SEEDS.glob("*.txt")))
     missing = [e.original for e in errata.ENTRIES if squash(e.original) not in seeds]
     assert not missing, f"quoted words not found verbatim in the seeds: {missing}"
+
+
+def test_blog_pseudocode_error_agrees_with_chapter_3():
+    """The errata and chapter 3 run the blog's pseudo-code on the same problem and must report
+    the same error (read from chapter 3's committed glue output)."""
+    import json
+
+    from test_claims import glued_values
+
+    cells = json.loads((ROOT / "notebooks" / "03_flash_attention_numpy.ipynb").read_text())["cells"]
+    chapter = float(glued_values(cells)["blog_err"])
+    assert round(errata.blog_pseudocode_error(), 2) == chapter
