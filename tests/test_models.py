@@ -383,3 +383,12 @@ def test_bad_model_spec_fields_are_named():
         model(3)
     with pytest.raises(ValueError, match="no config.json"):
         ModelSpec.from_hf_config("/nonexistent/dir")
+
+
+def test_param_count_checks_its_arguments():
+    from inferbook.models import param_count
+    assert param_count("Llama-3.1-8B") == model("Llama-3.1-8B").n_params
+    with pytest.raises(TypeError, match="active_only"):
+        param_count(model("Mixtral-8x7B"), active_only="yes")
+    with pytest.raises(TypeError, match="from_hf_config"):
+        param_count(HF_CONFIGS["Llama-3.1-8B"])

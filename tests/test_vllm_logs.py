@@ -253,6 +253,9 @@ def test_vllm_startup_end_to_end_and_its_refusal():
     (lambda: vllm_logs.log_model("no-such-model"), ValueError, "key"),
     (lambda: vllm_logs.records(path=5), TypeError, "path"),
     (lambda: vllm_logs.records(path="/nonexistent.json"), ValueError, "path"),
+    (lambda: vllm_logs.summary(["row"]), TypeError, "rows"),
+    (lambda: vllm_logs.format_table("rows"), TypeError, "rows"),
+    (lambda: ModelSpec.from_hf_config({}, name=3), TypeError, "name"),
 ])
 def test_bad_input_names_the_argument(call, error, message):
     with pytest.raises(error, match=message):

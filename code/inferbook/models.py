@@ -173,6 +173,9 @@ class ModelSpec:
         not a multiple of the routed experts', unknown quantization methods. A missing or
         malformed field raises ValueError naming it.
         """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str (the spec's label) or None, got "
+                            f"{type(name).__name__}")
         return _from_hf_config(config, name)
 
     @property
@@ -255,6 +258,9 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     `active_only=True` counts a token's share of an MoE: its `num_experts_per_tok` routed experts
     (plus shared experts, router and everything outside the MLP).
     """
+    spec = as_spec(spec)
+    if not isinstance(active_only, bool):
+        raise TypeError(f"active_only must be True or False, got {active_only!r}")
     h = spec.hidden_size
     total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h  # embeddings + final norm
     total += spec.vision_params

@@ -35,6 +35,10 @@ stages splits the layers: a GPU holds its stage's weights and its stage's layers
 GPU memory is the total CUDA reports (`GPU.memory_bytes`, e.g. 79.18 GiB on an H100 80GB), not
 the datasheet's "GB": that is what vLLM multiplies by `gpu_memory_utilization`.
 
+Weights default to the checkpoint's own format (`ModelSpec.checkpoint_dtype`: bf16 for the
+presets; fp8, AWQ/GPTQ ("awq"), compressed-tensors W4A16 ("w4a16") and MXFP4 (gpt-oss, routed
+experts only) from a config's `quantization_config`).
+
 The memory budget (`memory_budget`) is one model with two readings:
 
 * chapter 2's: `reserve_fraction` of each GPU's memory is kept back for everything that is not
@@ -43,8 +47,26 @@ The memory budget (`memory_budget`) is one model with two readings:
   ``ceil(total * gpu_memory_utilization)`` bytes (`v1/worker/utils.py::request_memory`) and gives
   the KV cache what is left after the weights, the peak activations of a profiling forward pass,
   the non-torch memory (NCCL, cuBLAS) and the CUDA-graph estimate
-  (`v1/worker/gpu_worker.py::Worker.determine_available_memory`). The three runtime terms are
-  estimated here, each stated, and vLLM measures them at start-up.
+  (`v1/worker/gpu_worker.py::Worker.determine_available_memory`).
+
+vLLM's start-up accounting, term by term (the last section; each rule with its vLLM 0.33.0
+file:line, older versions selected by `vllm_version`, checked against 35 real start-up logs in
+`inferbook.vllm_logs`):
+
+* `vllm_startup(spec, gpu, n_gpus, max_model_len=..., gpu_memory_utilization=0.92, ...)`: end to
+  end, what `vllm serve` logs ("Available KV cache memory", "GPU KV cache size: N tokens",
+  "Maximum concurrency");
+* `vllm_memory_budget(...)` -> `VllmBudget` (requested, weights, activations, non-torch, CUDA
+  graphs and whether they are deducted, `available_kv_bytes`); `vllm_activation_bytes`,
+  `vllm_non_torch_bytes`, `vllm_default_caps` (the serve defaults per GPU and version);
+* `vllm_kv_cache(spec, n_gpus, available_bytes=..., max_model_len=...)` -> `VllmKVCache`
+  (page and group layout of the hybrid allocator, `num_blocks`, blocks per request, tokens,
+  concurrency);
+* `kv_bytes_per_gpu(..., block_size=16)` and `sequences_that_fit(..., block_size=16)` count
+  whole blocks as vLLM reserves them (a sliding-window layer: cdiv(min(window - 1 + in-flight,
+  ctx), block) + 1 blocks).
+
+GPU memory is the total CUDA reports (`GPU.memory_bytes`), in both readings.
 """
 
 from __future__ import annotations

@@ -203,9 +203,17 @@ def _quantile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def _rows(rows) -> list[LogRow]:
+    if rows is None:
+        return vllm_log_table()
+    if isinstance(rows, (str, bytes)) or not all(isinstance(r, LogRow) for r in rows):
+        raise validate.ArgumentTypeError("rows must be LogRow objects (from vllm_log_table())")
+    return list(rows)
+
+
 def summary(rows: list[LogRow] | None = None) -> dict:
     """Return n, median and 90th-percentile |error| of the text-only rows, per check."""
-    rows = vllm_log_table() if rows is None else rows
+    rows = _rows(rows)
     out = {}
     for key in ("error_from_available", "error_end_to_end", "concurrency_error_from_available",
                 "concurrency_error_end_to_end"):
@@ -217,7 +225,7 @@ def summary(rows: list[LogRow] | None = None) -> dict:
 
 def format_table(rows: list[LogRow] | None = None) -> str:
     """Return the rows as a fixed-width text table (logged vs predicted KV tokens, errors)."""
-    rows = vllm_log_table() if rows is None else rows
+    rows = _rows(rows)
 
     def pct(x):
         return "" if x is None else f"{100 * x:+.2f}%"
