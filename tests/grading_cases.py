@@ -785,13 +785,14 @@ E2_FIRST = "Part 1/bytes per token per layer, Llama-2-7B, bf16"
 NOTEBOOK_CASES: list = [
     # checks are the book's, whatever the notebook says
     (E2, "weakened check", both(answer("per_layer", E2_WRONG), check_cell("c06", "check_equal(", "abs(1e9) > 1 or check_equal(")),
-     E2_FIRST, ""),
-    (E2, "deleted check", both(answer("per_layer", E2_WRONG), delete("c06")), E2_FIRST, ""),
+     E2_FIRST, "differ from the book's (c06 edited)"),
+    (E2, "deleted check", both(answer("per_layer", E2_WRONG), delete("c06")), E2_FIRST, "differ from the book's (c06 deleted)"),
     (E2, "check replaced by pass", both(answer("per_layer", E2_WRONG),
-                                        check_cell("c06", "    for mla in", "    pass\n    for mla in ()")), E2_FIRST, ""),
+                                        check_cell("c06", "    for mla in", "    pass\n    for mla in ()")), E2_FIRST,
+     "it was graded with the book's checks"),
     (E2, "checks reordered", both(answer("per_layer", E2_WRONG), move("c14", "c06")), E2_FIRST, ""),
     (E2, "raises-exception tag and NBVAL_SKIP on a check", both(answer("per_layer", E2_WRONG), tag("c06", "raises-exception", "nbval-skip"),
-                                                                prefix("c06", "# NBVAL_SKIP\n")), E2_FIRST, ""),
+                                                                prefix("c06", "# NBVAL_SKIP\n")), E2_FIRST, "differ from the book's"),
     (E2, "check helper redefined in the answer cell", answer("per_layer", E2_WRONG + "\ncheck_equal = lambda *a, **k: None\n"
                                                               "part = __import__('contextlib').nullcontext\n"), E2_FIRST, ""),
     (E2, "check helpers redefined in an added cell", both(answer("per_layer", E2_WRONG), add_after(
@@ -864,6 +865,8 @@ NOTEBOOK_CASES: list = [
                                                               "cache.k.unsqueeze(2), cache.v.unsqueeze(2), cache.tables[seq], "
                                                               "cache.lengths[seq])[0, 0]\n"),
      "Part 4/your own code", "inferbook.paged.paged_attention"),
+    (E5B, "attention of the wrong type", answer("attend", "def paged_attend(q, cache, seq):\n    return 'the output'\n"),
+     "Part 4/paged attention equals dense attention (one, 1 tokens)", "expected an array or tensor of numbers of shape (4,)"),
     (E6, "deleted admission checks", both(answer("admit", ADMIT_SKIPS_BLOCKED), delete("c10")),
      "Part 2/first come, first served", "differ from the book's"),
     (E7, "package-calling verify", answer("verify", "def my_verify(p, q, draft, generator):\n"

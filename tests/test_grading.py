@@ -1,11 +1,13 @@
 """Grading a learner can trust: every exercise graded the way the learner grades it.
 
-For each exercise one run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`)
-grades, side by side, the notebook as handed out and the correct alternatives (one under stale saved
-outputs; the solution's own answers are graded by nbval on notebooks/solutions in the full suite); a second run grades every wrong answer of `grading_cases` (which also
-documents the boundary each check covers), each notebook stopping at its first failed cell
-(`--grading-stop-per-notebook`: what `-x` does for one notebook, for several in one process;
-`test_exitfirst_stops_at_the_same_check` shows that `-x` stops at the same check).
+For each exercise one run of the documented command (`pytest -p inferbook.grading --nbval-lax ...`,
+which `make grade` runs and which shares one grader with the Colab `grade()`) grades, side by side,
+the notebook as handed out and the correct alternatives (one under stale saved outputs; the
+solution's own answers are graded by nbval on notebooks/solutions in the full suite); a second run
+grades every wrong answer of `grading_cases` (which also documents the boundary each check covers)
+and every notebook-level case (tampered, deleted, reordered and weakened checks, redefined helpers,
+tags on checks, package-calling answers, copied tables, %%time, errors in added cells, SyntaxErrors,
+answers of the wrong type); a third, with a short time limit per cell, the endless loops.
 """
 
 from __future__ import annotations
@@ -220,3 +222,31 @@ def test_check_cells_of_the_book_ship_with_the_package():
         nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
         assert [c["id"] for c in nb["cells"]] == [c["id"] for c in book[name]["cells"]]
         assert book[name]["timeout"] > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_answer_names_are_not_bound_by_the_books_cells(name):
+    """The grader runs check cells with the names the book's cells bound (so a learner cannot
+    redefine a check helper); a name an answer cell defines must therefore be the answer's alone."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    def bound(source):
+        tree = ast.parse(TransformerManager().transform_cell(source))
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return names
+
+    nb = json.loads((SOLUTIONS / f"{name}.ipynb").read_text())
+    book, answers = set(), set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            is_answer = "answer" in cell.get("metadata", {}).get("tags", [])
+            (answers if is_answer else book).update(bound("".join(cell["source"])))
+    assert not book & answers, f"{name}: answer names also bound by the book's cells: {sorted(book & answers)}"
