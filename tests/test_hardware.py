@@ -25,7 +25,7 @@ DATASHEET = {
 # What torch.cuda.mem_get_info() reports (GiB, two decimals, as the cited logs print it); typed
 # again here from the logs named in inferbook.hardware.CUDA_TOTAL.
 CUDA_GIB = {"T4": 14.58, "L4": 22.03, "A10G": 22.18, "RTX 4090": 23.68, "A100 40GB": 39.38,
-            "A100 80GB": 79.15, "H100 SXM": 79.18, "H200": 139.93, "B200": 178.35, "L40S": 44.42}
+            "A100 80GB": 79.15, "H100 SXM": 79.18, "H200": 139.81, "B200": 178.35, "L40S": 44.42}
 
 
 def test_the_issue_gpus_are_all_there():

@@ -129,9 +129,11 @@ CUDA_TOTAL = {
     # (vLLM PR #10511 prints 79.22 GiB on another driver)
     "H100 SXM": (_gib(79.18), "vLLM log 'Free memory on device (78.57/79.18 GiB)', H100; "
                              "https://github.com/vllm-project/vllm/pull/10511 shows 79.22"),
-    # No public log found for the H200: nvidia-smi's 143,771 MiB less the ~480 MiB the driver
-    # keeps on an H100 (81,559 MiB shown, 79.18 GiB reported).
-    "H200": (_gib(139.93), "estimate: nvidia-smi 143,771 MiB less the H100's driver reservation"),
+    # PyTorch on an NVIDIA H200: "GPU 0 has a total capacity of 139.81 GiB" (the same total
+    # vLLM prints as "total_gpu_memory (139.81GiB)" in committed start-up logs)
+    # https://github.com/sungwon-chae/arxiv_confi (etu_logging.md)
+    "H200": (_gib(139.81), "PyTorch OOM message 'total capacity of 139.81 GiB', H200; "
+                           "https://github.com/sungwon-chae/arxiv_confi"),
     # cudaGetDeviceProperties on a B200: "Total Global Memory: 178.35 GB" (GiB)
     # https://github.com/pytorch/ao/pull/4002
     "B200": (_gib(178.35), "https://github.com/pytorch/ao/pull/4002"),
