@@ -102,8 +102,8 @@ def check_attention(name: str, o: torch.Tensor, lse: torch.Tensor, q: torch.Tens
     """Named check: (o, lse) of attention(q, k, v) by FlashAttention's 2x error rule.
 
     The float64 reference is `inferbook.flash.attention_reference`; the baseline is the plain
-    computation in q's dtype (`inferbook.triton_flash.attention_naive`; on a GPU, float32
-    matmuls in TF32, as a float32 `tl.dot` is by default). The floor is `FLOOR[dtype]` times
+    computation in q's dtype (`inferbook.triton_flash.attention_naive`; float32 matmuls in
+    full float32 on a GPU too, as `inferbook.triton_device` makes a float32 `tl.dot`). The floor is `FLOOR[dtype]` times
     the largest |score| (at least 1): one rounding of a score of size s moves exp(s) by s ulps.
     `rows` (causal only): compare only the first `rows` query rows, with the reference and
     the baseline computed on the keys those rows see, so K/V past them may hold anything.
@@ -127,9 +127,8 @@ def check_attention(name: str, o: torch.Tensor, lse: torch.Tensor, q: torch.Tens
         q64, k64, v64, causal))
     group = q64.shape[1] // k64.shape[1]
     scores = np.abs(q64 @ np.repeat(k64, group, axis=1).swapaxes(-1, -2)) / math.sqrt(q64.shape[-1])
-    tf32 = q.device.type == "cuda" and q.dtype == torch.float32
     saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32 or saved
+    torch.backends.cuda.matmul.allow_tf32 = False          # float32 means float32 (no TF32)
     try:
         base_o, base_lse = attention_naive(q.contiguous(), k.contiguous(), v.contiguous(), causal)
     finally:

@@ -7,6 +7,9 @@ how its library functions (`tl.max`, `tl.sum`, ...) are built: a kernel interpre
 a Triton imported for a GPU fails with "Cannot call @triton.jit'd outside of the scope of a
 kernel".
 
+On a GPU it sets `TRITON_F32_DEFAULT=ieee` (unless set): a float32 `tl.dot` then multiplies in
+full float32, as the float32 baseline of the book's error rule does, not in TF32.
+
 - `DEVICE`: "cuda" or "cpu", where to put the kernel's tensors.
 - `INTERPRETED`: whether kernels run in the interpreter.
 """
@@ -22,6 +25,8 @@ __all__ = ["DEVICE", "INTERPRETED"]
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+else:
+    os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 DEVICE = "cpu" if INTERPRETED or not torch.cuda.is_available() else "cuda"
 
