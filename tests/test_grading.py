@@ -98,16 +98,17 @@ def test_blanking_keeps_signatures_and_docstrings():
 
 
 # --- one command, documented identically ---------------------------------------------------------------
+# Learners are told `make grade NB=...` (and `grade()` on Colab); the pytest line it runs keeps working.
 def _command_lines(text: str, notebook: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines()
-            if ln.strip() in (f"make grade NB={notebook}", f"{GRADE_COMMAND} {notebook}")]
+    return [ln.strip() for ln in text.splitlines() if ln.strip() == f"make grade NB={notebook}"]
 
 
 @pytest.mark.parametrize("doc", ["README.md", "book/how_to_use.md"])
 def test_documents_give_the_grading_command(doc):
     text = (ROOT / doc).read_text()
     nb = "notebooks/exercises/ex01_naive_vs_cached.ipynb"
-    assert len(set(_command_lines(text, nb))) == 2, f"{doc} must show `make grade NB={nb}` and `{GRADE_COMMAND} {nb}`"
+    assert _command_lines(text, nb), f"{doc} must show `make grade NB={nb}`"
+    assert "grade()" in text
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -115,7 +116,7 @@ def test_each_exercise_opens_with_the_grading_command(name):
     nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
     first = "".join(nb["cells"][0]["source"])
     assert first.startswith("# Exercise ")
-    assert len(set(_command_lines(first, f"notebooks/exercises/{name}.ipynb"))) == 2
+    assert _command_lines(first, f"notebooks/exercises/{name}.ipynb")
     last = nb["cells"][-1]
     assert "grade()" in "".join(last["source"]) and "nbval-skip" in last["metadata"].get("tags", [])
 

@@ -695,6 +695,21 @@ class _Snapshot:
         self.classes = [(c, dict(vars(c))) for c in classes]
         self.functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f in functions]
         self.streams = (sys.stdout, sys.stderr)
+        import builtins
+
+        self._builtins = builtins.__dict__                 # restored first, by dict methods only
+        self._builtins_copy = builtins.__dict__.copy()
+
+    def check_and_restore(self) -> list[str]:
+        """What the learner's code changed since the last call (then put back as it was)."""
+        now = self._builtins.copy()
+        self._builtins.update(self._builtins_copy)       # first: the code below uses the built-ins
+        found = [f"builtins.{k}" for k, v in self._builtins_copy.items()
+                 if (not (k.startswith("__") and k.endswith("__")) or k in ("__import__", "__build_class__"))
+                 and k != "_" and now.get(k, _MISSING) is not v]
+        found += [c for c in self.changes() if not c.startswith("builtins.")]
+        self.restore()
+        return found
 
     def changes(self) -> list[str]:
         found = []
@@ -789,9 +804,7 @@ def _run_plan(plan: dict, emit) -> None:
         sink.truncate()
         status, message = "pass", ""
         if cell["kind"] == "book":
-            tampered = snapshot.changes() if snapshot else []
-            if snapshot:
-                snapshot.restore()
+            tampered = snapshot.check_and_restore() if snapshot else []
             _PART_STATUS.clear()
             _PART_STATUS.update(part_status)
             _CURRENT.clear()
@@ -812,7 +825,7 @@ def _run_plan(plan: dict, emit) -> None:
                         "Python's built-ins must stay as they are while your work is graded")
                 with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                     exec(compile(source, filename, "exec"), ns)
-                after = snapshot.changes() if snapshot else []
+                after = snapshot.check_and_restore() if snapshot else []
                 if after:
                     raise ExerciseCheckFailed(
                         f"CHECK FAILED [{'Part %d/' % number if number else ''}checks untouched]: your code "
@@ -851,7 +864,13 @@ def _run_plan(plan: dict, emit) -> None:
                 error = result.error_before_exec or result.error_in_exec
             except BaseException as exc:  # noqa: BLE001
                 error = exc
-            if error is not None:
+            tampered = snapshot.check_and_restore()       # before any other code runs
+            if tampered:
+                status = "fail"
+                message = (f"CHECK FAILED [{label}checks untouched]: {who} changed {', '.join(tampered[:3])}: "
+                           "the package, the checks, NumPy, torch and Python's built-ins must stay as they "
+                           "are while your work is graded")
+            elif error is not None:
                 status = "fail"
                 if isinstance(error, SyntaxError):
                     offset = 1 if cell["source"].lstrip().startswith("%%") and error.filename == "<timed exec>" else 0
@@ -976,6 +995,8 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
             if not ready:                                   # a cell ran past the time limit
                 k, i = running
                 limit = reports_meta[k][4]
+                if plans[k]["cells"][i].get("part") is None and plans[k]["cells"][i].get("kind") == "book":
+                    limit = max(limit, DEFAULT_TIMEOUT)
                 part_no = plans[k]["cells"][i].get("part")
                 who = f"Part {part_no}" if part_no else "The set-up"
                 outcomes[k][i] = ("fail", f"CHECK FAILED [{'Part %d/' % part_no if part_no else ''}time limit]: "
@@ -1001,7 +1022,11 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
                 if event["t"] == "pid":
                     pids[k] = event["pid"]
                 elif event["t"] == "start":
-                    running, deadline = (k, event["i"]), _now() + reports_meta[k][4]
+                    cell = plans[k]["cells"][event["i"]]
+                    limit = reports_meta[k][4]
+                    if cell.get("part") is None and cell.get("kind") == "book":
+                        limit = max(limit, DEFAULT_TIMEOUT)      # the book's set-up (imports, models)
+                    running, deadline = (k, event["i"]), _now() + limit
                 elif event["t"] == "end":
                     if (k, event["i"]) == running:
                         running, deadline = None, None
