@@ -61,6 +61,8 @@ def test_print_the_table(capsys):
         print()
         print(vllm_logs.format_table(ROWS))
         print(json.dumps(vllm_logs.summary(ROWS), indent=1))
+        print("held out (no constant read from these records):")
+        print(json.dumps(vllm_logs.summary(ROWS, held_out=True), indent=1))
 
 
 @pytest.mark.parametrize("key", ["error_from_available", "concurrency_error_from_available"])
@@ -82,6 +84,37 @@ def test_kv_tokens_and_concurrency_end_to_end(key):
     n, median, p90 = _stats(key)
     assert n >= 14
     assert median <= 0.02 and p90 <= 0.10, (median, p90)
+    held = vllm_logs.summary(ROWS, held_out=True)[key]
+    assert held["n"] >= 9 and held["n"] < n                    # some records are held out
+    assert held["median"] <= 0.02 and held["p90"] <= 0.10, held
+
+
+@pytest.mark.xfail(strict=True, reason="not met yet: p90 is 5.6 % (16 V1 records); the misses are "
+                   "pools of 2-6 GiB where the profiled sampler (+-0.2 GiB between runs) and "
+                   "quantized weights (AWQ MoE) dominate. Strict: passing means raise the bar.")
+@pytest.mark.parametrize("key", ["error_end_to_end", "concurrency_error_end_to_end"])
+def test_end_to_end_p90_target_of_issue_20(key):
+    n, median, p90 = _stats(key)
+    assert p90 <= 0.05, p90
+
+
+def test_weights_include_the_rotary_cache_as_model_loading_took_does():
+    """`RotaryEmbedding` registers max_position x rotary_dim 16-bit values while the model loads,
+    so "Model loading took" is the parameters plus that cache: to the printed digit for
+    unquantized Llama-3.1-8B, Qwen3-14B and Qwen3-30B-A3B."""
+    exact = {"abinavchandar-llama31-8b-l4", "zyfjrx-qwen3-14b-a100",
+             "kolyangg-qwen3-30b-a3b-h100", "vediosifter-qwen3-30b-a3b-rtxpro6000"}
+    rows = [r for r in ROWS if r.id in exact]
+    assert len(rows) == len(exact)
+    for r in rows:
+        assert abs(r.predicted_weights_gib - r.logged_weights_gib) < 0.002, r.id
+    spec = MODELS["Llama-3.1-8B"]
+    assert sizing.vllm_rope_cache_bytes(spec) == 131072 * 128 * 2
+    b = sizing.vllm_memory_budget(spec, "L4", 1, max_num_batched_tokens=2048, max_num_seqs=128)
+    assert b.weight_bytes == sizing.weight_bytes_per_gpu(spec, 1) + 131072 * 128 * 2
+    # without the cache the prediction misses the log by the cache's 0.031 GiB
+    l4 = next(r for r in rows if r.id == "abinavchandar-llama31-8b-l4")
+    assert l4.logged_weights_gib - sizing.weight_bytes_per_gpu(spec, 1) / GiB > 0.03
 
 
 def test_v0_logs_are_excluded_from_end_to_end_with_the_reason():
@@ -263,6 +296,8 @@ def test_vllm_startup_end_to_end_and_its_refusal():
     (lambda: vllm_logs.records(path="/nonexistent.json"), ValueError, "path"),
     (lambda: vllm_logs.summary(["row"]), TypeError, "rows"),
     (lambda: vllm_logs.format_table("rows"), TypeError, "rows"),
+    (lambda: vllm_logs.summary(held_out="yes"), TypeError, "held_out"),
+    (lambda: sizing.vllm_rope_cache_bytes("no-such-model"), ValueError, "no-such-model"),
     (lambda: ModelSpec.from_hf_config({}, name=3), TypeError, "name"),
 ])
 def test_bad_input_names_the_argument(call, error, message):

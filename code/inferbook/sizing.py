@@ -878,6 +878,22 @@ def vllm_non_torch_bytes(n_gpus: int = 1, *, pipeline_parallel: int = 1,
     return int(NON_TORCH_GIB[("v0_" if v0 else "") + key] * GiB)
 
 
+def vllm_rope_cache_bytes(spec: ModelSpec | str) -> int:
+    """Return the rotary-embedding cos/sin cache vLLM allocates while loading the model.
+
+    `RotaryEmbedding.__init__` (model_executor/layers/rotary_embedding/base.py:58-63, 0.33.0)
+    registers ``cos_sin_cache`` = max_position_embeddings x rotary_dim values in the model's
+    16-bit dtype (`cache.to(dtype)`), once per model (`get_rope` shares one instance,
+    rotary_embedding/__init__.py:84), on every TP rank. It is allocated inside
+    `DeviceMemoryProfiler` around `load_model`, so "Model loading took" includes it: Llama-3.1-8B
+    (131,072 x 128 x 2 B = 0.031 GiB) and Qwen3-30B-A3B (262,144 x 128 x 2 B = 0.0625 GiB) log
+    that much above their parameter bytes.
+    """
+    s = _spec(spec)
+    rotary_dim = s.qk_rope_head_dim if s.is_mla else s.head_dim
+    return s.max_position_embeddings * rotary_dim * 2
+
+
 def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
                        gpu_memory_utilization: float = 0.9,
                        weight_dtype: str | DType = "bf16",
@@ -893,7 +909,8 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     utils/mem_utils.py:230-321: weights + non-torch memory + the torch activation peak), minus
     the CUDA-graph estimate when it is deducted (0.21+). `weight_bytes` overrides the weights
     (e.g. the logged "Model loading took"); otherwise every parameter at `weight_dtype`, split
-    over TP x PP (`weight_bytes_per_gpu`).
+    over TP x PP (`weight_bytes_per_gpu`), plus the rotary cache every rank holds
+    (`vllm_rope_cache_bytes`), as "Model loading took" counts them.
     """
     s, g = _spec(spec), _gpu(gpu)
     util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
@@ -902,7 +919,8 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     if not isinstance(cuda_graphs, bool):
         raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
     if weight_bytes is None:
-        weights = weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pipeline_parallel)
+        weights = (weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pipeline_parallel)
+                   + vllm_rope_cache_bytes(s))
     else:
         weights = validate.non_negative_int("weight_bytes", weight_bytes)
     act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,

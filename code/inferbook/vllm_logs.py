@@ -41,6 +41,19 @@ V0_END_TO_END = ("end-to-end: V0 engine; its non-torch memory (0.16-1.54 GiB per
                  "logs) depends on what the process held since start-up, not on the configuration")
 
 
+# Records whose printed numbers set a constant of `inferbook.sizing` (the training set); every
+# other record is held out: nothing in the model was read from it. summary(held_out=True)
+# reports the errors on the held-out records alone.
+FIT_RECORDS = {
+    "dennislee22-qwen2-7b-tp1-0.25": "SAMPLER_COPIES['flashinfer'], CUDA_GRAPH_GIB['tp1']",
+    "dennislee22-qwen2-7b-tp1-0.5": "SAMPLER_COPIES['flashinfer'], CUDA_GRAPH_GIB['tp1']",
+    "dennislee22-qwen2-7b-tp2-0.25": "CUDA_GRAPH_GIB['tp']",
+    "dennislee22-qwen2-7b-tp2-0.5": "CUDA_GRAPH_GIB['tp']",
+    "daisuketakai-qwen3-32b-h100-tp8-fp8kv": "NON_TORCH_GIB['tp4+']",
+    "daisuketakai-qwen3-32b-h100-tp4": "NON_TORCH_GIB['tp4+']",
+}
+
+
 @dataclass(frozen=True)
 class LogRow:
     """One log record: what vLLM printed and what the package predicts (None: not predicted)."""
@@ -66,6 +79,7 @@ class LogRow:
     tokens_end_to_end: int | None
     concurrency_end_to_end: float | None
     excluded: str | None          # why a check is skipped for this record ("" / None: none)
+    fit: bool = False             # its numbers set a constant (FIT_RECORDS); False: held out
 
     @staticmethod
     def _err(pred, logged):
@@ -180,7 +194,8 @@ def _predict(r: dict) -> LogRow:
     w_pred = av_pred = tok_e = conc_e = None
     if spec is not None:
         w_dtype = r.get("weight_dtype")
-        w_pred = sizing.weight_bytes_per_gpu(spec, tp, w_dtype, pipeline_parallel=pp) / GiB
+        w_pred = (sizing.weight_bytes_per_gpu(spec, tp, w_dtype, pipeline_parallel=pp)
+                  + sizing.vllm_rope_cache_bytes(spec)) / GiB
     if (spec is not None and g is not None and r.get("gpu_memory_utilization") and not exclude):
         b = sizing.vllm_memory_budget(
             spec, g, tp, gpu_memory_utilization=r["gpu_memory_utilization"],
@@ -195,7 +210,7 @@ def _predict(r: dict) -> LogRow:
                   r["max_model_len"], bool(r.get("text_only", True)), logged["kv_tokens"],
                   logged.get("max_concurrency"), logged.get("available_kv_gib"),
                   logged.get("weights_gib"), tok_a, conc_a, w_pred, av_pred, tok_e, conc_e,
-                  exclude or None)
+                  exclude or None, r["id"] in FIT_RECORDS)
 
 
 def vllm_log_table(path: str | Path | None = None) -> list[LogRow]:
@@ -220,9 +235,14 @@ def _rows(rows) -> list[LogRow]:
     return list(rows)
 
 
-def summary(rows: list[LogRow] | None = None) -> dict:
-    """Return n, median and 90th-percentile |error| of the text-only rows, per check."""
+def summary(rows: list[LogRow] | None = None, *, held_out: bool = False) -> dict:
+    """Return n, median and 90th-percentile |error| of the text-only rows, per check
+    (`held_out=True`: only the records no constant was read from, see `FIT_RECORDS`)."""
     rows = _rows(rows)
+    if not isinstance(held_out, bool):
+        raise validate.ArgumentTypeError(f"held_out must be True or False, got {held_out!r}")
+    if held_out:
+        rows = [r for r in rows if not r.fit]
     out = {}
     for key in ("error_from_available", "error_end_to_end", "concurrency_error_from_available",
                 "concurrency_error_end_to_end"):
