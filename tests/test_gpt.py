@@ -29,3 +29,24 @@ def test_bad_shapes_are_refused(q_shape, k_shape, v_shape, name):
     q, k, v = torch.randn(q_shape), torch.randn(k_shape), torch.randn(v_shape)
     with pytest.raises(ValueError, match=name):
         causal_attention(q, k, v)
+
+
+def test_other_public_functions_refuse_the_wrong_kind():
+    from inferbook.gpt import GPT, GPTConfig, load_hf_gpt2, num_parameters
+
+    with pytest.raises(TypeError, match="model"):
+        num_parameters("gpt2")
+    with pytest.raises(TypeError, match="hf_model"):
+        load_hf_gpt2(GPT(GPTConfig(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2)))
+
+
+def test_hf_weights_load_and_agree():
+    transformers = pytest.importorskip("transformers")
+    from inferbook.gpt import load_hf_gpt2
+
+    cfg = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2, n_head=2)
+    hf = transformers.GPT2LMHeadModel(cfg).eval()
+    ours = load_hf_gpt2(hf)
+    tokens = torch.randint(0, 50, (2, 9))
+    with torch.no_grad():
+        assert torch.allclose(ours(tokens), hf(tokens).logits, atol=1e-4)

@@ -281,6 +281,8 @@ class GPT(nn.Module):
 
 def num_parameters(model: nn.Module) -> int:
     """Return the number of parameters (tied weights counted once)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     return sum(p.numel() for p in model.parameters())
 
 
@@ -290,7 +292,10 @@ def load_hf_gpt2(hf_model) -> GPT:
     HF's GPT-2 stores its linear layers as `Conv1D` with weight [in, out]; ours are
     `nn.Linear` with weight [out, in], hence the transposes.
     """
-    hf = hf_model.config
+    hf = getattr(hf_model, "config", None)
+    if getattr(hf, "model_type", None) != "gpt2" or not hasattr(hf_model, "transformer"):
+        raise TypeError(f"hf_model must be a Hugging Face GPT-2 model (GPT2LMHeadModel); got "
+                        f"{type(hf_model).__name__}")
     config = GPTConfig(
         vocab_size=hf.vocab_size,
         n_positions=hf.n_positions,
