@@ -82,7 +82,7 @@ def _errors(got: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int, ...
     bad = ~torch.isfinite(got) & ~(torch.isinf(ref) & (got == ref))
     if bad.any():
         return math.inf, tuple(int(i) for i in bad.nonzero()[0])
-    err = torch.where(torch.isinf(ref), torch.zeros_like(ref), (got - ref).abs())
+    err = torch.where(torch.isinf(ref), torch.where(got == ref, 0.0, math.inf), (got - ref).abs())
     if err.numel() == 0:
         return 0.0, None
     flat = int(err.argmax())
