@@ -7,9 +7,9 @@ to the chapters that run models.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -33,13 +33,16 @@ def test_speculative_reexports_the_formula():
 
 
 def test_cli_help_starts_fast():
-    """`python -m inferbook.recommend --help` in well under a second (best of three starts)."""
+    """`python -m inferbook.recommend --help` in well under a second of CPU time (best of three
+    starts; CPU time, not wall time, so a loaded machine does not make the test flaky)."""
     best = float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([sys.executable, "-m", "inferbook.recommend", "--help"],
                               capture_output=True, text=True)
-        best = min(best, time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        best = min(best, cpu)
         assert done.returncode == 0, done.stderr
         assert "--model" in done.stdout
-    assert best < 0.8, f"the CLI took {best:.2f} s to print its help"
+    assert best < 0.8, f"the CLI took {best:.2f} s of CPU time to print its help"

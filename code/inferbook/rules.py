@@ -197,7 +197,9 @@ def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
 def weight_ladder(spec: ModelSpec, g: GPU,
                   allow_quantization: bool) -> list[tuple[str, str | None, str]]:
     """Return (storage dtype, --quantization, why) from the checkpoint's dtype down."""
-    native = CHECKPOINT_DTYPE.get(spec.name, "bf16")
+    # the checkpoint's stored format (from_hf_config reads quantization_config), else the report
+    native = (spec.checkpoint_dtype if spec.checkpoint_dtype != "bf16"
+              else CHECKPOINT_DTYPE.get(spec.name, "bf16"))
     ladder = [(native, None, f"the checkpoint's own {native} weights")]
     if not allow_quantization:
         return ladder
@@ -567,37 +569,41 @@ def decide_async_scheduling(method: str | None, pp: int) -> Decision:
 # context limits of the served checkpoint, and fixes that would work
 
 
-# Instruct checkpoints whose config.json allows fewer positions than the base model's: the
-# limit, the YaRN factor its model card gives for longer texts, and its rope_theta. Qwen2.5
-# Instruct cards ("Processing Long Texts"): config.json is set to 32,768 tokens; add
-# rope_scaling {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}
-# for up to 131,072.
-INSTRUCT_CONTEXT = {
-    f"Qwen/Qwen2.5-{size}-Instruct": (32768, 4.0, 1_000_000.0)
-    for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B", "72B")
-}
+# rope_theta of the families whose chat checkpoints need a YaRN override: vLLM 0.33 replaces
+# the config's whole rope_parameters with --hf-overrides, so the override repeats it
+# (Qwen2.5 config.json: "rope_theta": 1000000.0).
+ROPE_THETA = {"Qwen2.5": 1_000_000.0}
 
 
 def decide_context(spec: ModelSpec, served: str, ctx: int) -> Decision:
     """Return value = dict(limit, hf_overrides) for serving `served` at `ctx` tokens, or None
-    (with suggestions in `extra`) when the checkpoint cannot reach `ctx`."""
-    if served not in INSTRUCT_CONTEXT:
+    (with suggestions in `extra`) when the checkpoint cannot reach `ctx`.
+
+    The chat repository's own limit and the YaRN scaling its model card gives are the model
+    preset's (`ModelSpec.chat_max_position_embeddings`, `chat_rope_scaling`)."""
+    native = spec.chat_max_position_embeddings
+    if served != spec.chat_repo or not native:
         return Decision(dict(limit=spec.max_position_embeddings, hf_overrides=None),
                         "the served checkpoint's own context limit", CH_SIZING)
-    native, factor, theta = INSTRUCT_CONTEXT[served]
     if ctx <= native:
         return Decision(dict(limit=native, hf_overrides=None),
                         f"{served} is configured for {native:,} positions", CH_SIZING)
+    scaling = json.loads(spec.chat_rope_scaling) if spec.chat_rope_scaling else {}
+    factor = float(scaling.get("factor", 1.0))
     longest = int(native * factor)
     if ctx > longest:
         return Decision(None, (
-            f"{served} is configured for {native:,} positions, and its model card extends it "
-            f"with YaRN (factor {factor:g}) to {longest:,} at most; {ctx:,} were requested."),
+            f"{served} is configured for {native:,} positions"
+            + (f", and its model card extends it with YaRN (factor {factor:g}) to "
+               f"{longest:,} at most" if factor > 1 else "")
+            + f"; {ctx:,} were requested."),
             CH_SIZING, extra={"suggestions": (f"cap --max-model-len at {longest}",
                                               "chunk the documents (RAG) so each request fits")})
-    overrides = json.dumps({"rope_parameters": {
-        "rope_type": "yarn", "factor": factor, "original_max_position_embeddings": native,
-        "rope_theta": theta}}, separators=(",", ":"))
+    rope = dict(scaling)
+    theta = next((v for k, v in ROPE_THETA.items() if spec.name.startswith(k)), None)
+    if theta is not None:
+        rope.setdefault("rope_theta", theta)
+    overrides = json.dumps({"rope_parameters": rope}, separators=(",", ":"))
     return Decision(dict(limit=longest, hf_overrides=overrides), (
         f"{served} is configured for {native:,} positions; {ctx:,} need the YaRN scaling its "
         f"model card gives (factor {factor:g} over {native:,}), passed as --hf-overrides"),
