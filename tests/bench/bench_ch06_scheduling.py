@@ -17,8 +17,10 @@ in four configurations that differ from the one before by one knob:
 Each configuration runs `--repeats` times, interleaved, timed in CPU seconds of this process
 (`clock="cpu"`, one torch thread). Per run it records TPOT (per request: mean gap between its
 output tokens) p50/p90, the duration of steps that carry decode tokens (the inter-token gap every
-running sequence sees) p50/p90/max, TTFT p50/p90 and throughput. The JSON keeps every run, so the
-chapter shows medians with their spread.
+running sequence sees) p50/p90/max, TTFT p50/p90 and throughput, and the run's
+`inferbook.metrics` summary (TTFT, TPOT, ITL, E2E: mean, median, p90, p99, as vLLM's
+`vllm bench serve` defines them). The JSON keeps every run, so the chapter shows medians with
+their spread.
 
     .venv/bin/python tests/bench/bench_ch06_scheduling.py [--repeats 7] [--threads 1]
 
@@ -79,11 +81,13 @@ def static_vs_continuous(target, repeats: int) -> dict:
             runs[policy].append({"throughput_tok_cpu_s": r.throughput,
                                  "tpot_p50_s": r.percentile("tpot", 50),
                                  "tpot_p90_s": r.percentile("tpot", 90),
-                                 "ttft_p50_s": r.percentile("ttft", 50)})
+                                 "ttft_p50_s": r.percentile("ttft", 50),
+                                 "metrics": r.summary()})
     out = {"workload": SERVING, "engine": SERVING_ENGINE,
            "same_outputs": outputs["static"] == outputs["continuous"]}
     for policy, rs in runs.items():
-        out[policy] = {"runs": rs, "median": {k: statistics.median(r[k] for r in rs) for k in rs[0]}}
+        out[policy] = {"runs": rs, "median": {k: statistics.median(r[k] for r in rs)
+                                              for k in rs[0] if k != "metrics"}}
     # ratio per alternated pair, so each ratio compares runs made under the same load
     out["throughput_ratio_per_pair"] = [c["throughput_tok_cpu_s"] / s["throughput_tok_cpu_s"]
                                         for s, c in zip(runs["static"], runs["continuous"])]
@@ -110,6 +114,7 @@ def one_run(target, requests, config: dict) -> dict:
         "ttft_p50_s": result.percentile("ttft", 50),
         "ttft_p90_s": result.percentile("ttft", 90),
         "throughput_tok_cpu_s": result.throughput,
+        "metrics": result.summary(),  # inferbook.metrics (vLLM bench-serve fields), CPU seconds
         "outputs": result.outputs,
     }
 
@@ -140,7 +145,8 @@ def main() -> None:
         keys = [k for k in rs[0] if k != "outputs"]
         configs[name] = {**CONFIGS[name],
                          "runs": [{k: r[k] for k in keys} for r in rs],
-                         "median": {k: statistics.median(r[k] for r in rs) for k in keys}}
+                         "median": {k: statistics.median(r[k] for r in rs)
+                                    for k in keys if k != "metrics"}}
     print(f"{'':3}{'budget':>7}{'chunk':>6}{'steps':>6}{'TPOT p50 ms':>12}{'p90':>7}"
           f"{'decode step p90':>16}{'max':>7}{'TTFT p50 ms':>12}")
     for name, c in configs.items():
