@@ -77,3 +77,27 @@ def test_claim_raises_with_the_sentence():
     claim(1 < 2, "one is less than two")
     with pytest.raises(AssertionError, match="two is less than one"):
         claim(2 < 1, "two is less than one")
+
+
+def test_device_report_reads_well_when_displayed():
+    from IPython.lib.pretty import pretty
+
+    report = device_report()
+    assert pretty(report) == str(report) and not pretty(report).startswith("DeviceReport(")
+    assert str(report) in report._repr_html_()
+
+
+def test_html_table_aligns_numbers_right_and_text_left():
+    import pytest
+
+    from inferbook.notebook import html_table
+
+    table = html_table(["model", "KV GB", "note"],
+                       [["Llama-3.1-8B", "4.29", "GQA <8 heads>"], ["Mixtral-8x7B", "1,024", "MoE"]])
+    html = table.data
+    assert '<th class="ib-text" style="text-align:left">model</th>' in html
+    assert '<th class="ib-num" style="text-align:right">KV GB</th>' in html
+    assert '<td class="ib-num" style="text-align:right">1,024</td>' in html
+    assert '<td class="ib-text" style="text-align:left">GQA &lt;8 heads&gt;</td>' in html
+    with pytest.raises(ValueError, match="row 1 has 2 cells"):
+        html_table(["a", "b", "c"], [["1", "2", "3"], ["1", "2"]])
