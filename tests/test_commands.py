@@ -184,3 +184,17 @@ def test_numeric_flag_types_match_the_wheels():
     src = {k: Path(os.environ[k]) if os.environ.get(k) else None
            for k in ("VLLM_SRC", "SGLANG_SRC")}
     assert tool.check_types(src["VLLM_SRC"], src["SGLANG_SRC"]) == []
+
+
+@pytest.mark.parametrize("bad, name", [
+    (lambda: recommend("Llama-3.1-8B", "1xH100", served_model=5), "served_model"),
+    (lambda: Workload("chat", fp8_kv_quality_checked="yes"), "fp8_kv_quality_checked"),
+    (lambda: Workload("chat", draft_model=3), "draft_model"),
+    (lambda: Workload("chat", allow_quantization=None), "allow_quantization"),
+    (lambda: recommend("Llama-3.1-8B", ("H100", 2.0)), "GPU count"),
+    (lambda: recommend("Llama-3.1-8B", "1xH100", gpu_memory_utilization="0.9"),
+     "gpu_memory_utilization"),
+])
+def test_bad_input_names_the_argument(bad, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        bad()

@@ -49,7 +49,7 @@ FLAGS = {
     "request_rate": "--request-rate", "ttft_p90_s": "--ttft-p90", "tpot_p90_s": "--tpot-p90",
     "GPU count": "--num-gpus", "unknown GPU preset": "unknown --gpu", "name: unknown": "unknown",
     "unknown model preset": "unknown --model", "workload kind": "--workload",
-    "Workload(output_tokens=...)": "--output-tokens",
+    "Workload(output_tokens=...)": "--output-tokens", "fp8_kv_quality_checked": "--fp8-kv-checked",
 }
 
 

@@ -94,6 +94,13 @@ class Workload:
             value = getattr(self, name)
             if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+        for name in ("fp8_kv_quality_checked", "allow_quantization"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.draft_model is not None and not (isinstance(self.draft_model, str)
+                                                 and self.draft_model.strip()):
+            raise TypeError(f"draft_model must be a repository name (a non-empty string) or "
+                            f"None, got {self.draft_model!r}")
         if self.acceptance_rate is not None and not (_is_number(self.acceptance_rate)
                                                      and 0 < self.acceptance_rate < 1):
             raise ValueError(f"acceptance_rate must be in (0, 1), got {self.acceptance_rate!r}")
@@ -238,6 +245,9 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
     simulator (`inferbook.simulate.decide_capacity`) instead of the memory-only rules.
     """
     spec, (g, n), w = as_spec(model), resolve_gpus(gpus), _workload(workload)
+    if served_model is not None and not (isinstance(served_model, str) and served_model.strip()):
+        raise TypeError(f"served_model must be a repository name (a non-empty string) or None, "
+                        f"got {served_model!r}")
     util = sizing._fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
     if w.context_tokens > spec.max_position_embeddings:
         return _refuse_context(spec, g, n, w)
