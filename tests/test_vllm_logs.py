@@ -76,26 +76,25 @@ def test_kv_tokens_and_concurrency_from_the_logged_memory(key):
 @pytest.mark.parametrize("key", ["error_end_to_end", "concurrency_error_end_to_end"])
 def test_kv_tokens_and_concurrency_end_to_end(key):
     """From the config, the GPU's CUDA total and the utilization alone (every term modelled),
-    on the V1 engine's logs (V0's are left out with the reason in vllm_logs.V0_END_TO_END).
+    on the V1 engine's logs (V0's are left out with the reason in vllm_logs.V0_END_TO_END):
+    issue 20's target, median |error| <= 2 % and 90th percentile <= 5 %.
 
-    The median meets the 2 % target; the 90th percentile is held to 10 %: the misses are the
-    small pools (2-6 GiB) where the sampler's profiled activation (about +-0.2 GiB between
-    runs of one version) is a large share of the pool."""
+    The misses are small pools (2-6 GiB) where the profiled sampler (about +-0.2 GiB between runs
+    of one version) or a quantized checkpoint's weights are a large share of the pool."""
     n, median, p90 = _stats(key)
-    assert n >= 14
-    assert median <= 0.02 and p90 <= 0.10, (median, p90)
-    held = vllm_logs.summary(ROWS, held_out=True)[key]
-    assert held["n"] >= 9 and held["n"] < n                    # some records are held out
-    assert held["median"] <= 0.02 and held["p90"] <= 0.10, held
+    assert n >= 18
+    assert median <= 0.02 and p90 <= 0.05, (median, p90)
 
 
-@pytest.mark.xfail(strict=True, reason="not met yet: p90 is 5.6 % (16 V1 records); the misses are "
-                   "pools of 2-6 GiB where the profiled sampler (+-0.2 GiB between runs) and "
-                   "quantized weights (AWQ MoE) dominate. Strict: passing means raise the bar.")
 @pytest.mark.parametrize("key", ["error_end_to_end", "concurrency_error_end_to_end"])
-def test_end_to_end_p90_target_of_issue_20(key):
-    n, median, p90 = _stats(key)
-    assert p90 <= 0.05, p90
+def test_end_to_end_on_the_held_out_records(key):
+    """The records no constant was read from (`vllm_logs.FIT_RECORDS`): the median meets the
+    target; the 90th percentile of these 13 is held to 10 % (6.5 % today: the two small-pool
+    misses weigh more in a smaller set)."""
+    n, _, _ = _stats(key)
+    held = vllm_logs.summary(ROWS, held_out=True)[key]
+    assert 12 <= held["n"] < n                                  # some records are held out
+    assert held["median"] <= 0.02 and held["p90"] <= 0.10, held
 
 
 def test_weights_include_the_rotary_cache_as_model_loading_took_does():

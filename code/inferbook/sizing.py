@@ -894,6 +894,26 @@ def vllm_rope_cache_bytes(spec: ModelSpec | str) -> int:
     return s.max_position_embeddings * rotary_dim * 2
 
 
+def vllm_replicated_bytes(spec: ModelSpec | str, n_gpus: int = 1) -> int:
+    """Return what every TP rank holds beyond its even share of the parameters.
+
+    * the rotary cache (`vllm_rope_cache_bytes`), one per rank;
+    * an MoE model's router: `GateLinear` is a `ReplicatedLinear`
+      (model_executor/layers/fused_moe/router/gate_linear.py:22; qwen3_moe.py:170,
+      mixtral.py:111, deepseek_v2.py:321), so each rank holds all experts x hidden 16-bit
+      weights of every MoE layer, not 1/TP of them (Qwen3-30B-A3B on 2 H100s: 28.4571 GiB
+      logged, 12 MiB above the even split plus the rotary cache).
+    """
+    s = _spec(spec)
+    tp = _positive_int("n_gpus", n_gpus)
+    extra = vllm_rope_cache_bytes(s)
+    if s.is_moe and tp > 1:
+        router = (s.num_hidden_layers - s.first_k_dense_replace) * s.n_routed_experts \
+            * s.hidden_size * 2
+        extra += router - ceil_div(router, tp)
+    return extra
+
+
 def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
                        gpu_memory_utilization: float = 0.9,
                        weight_dtype: str | DType = "bf16",
@@ -909,8 +929,8 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     utils/mem_utils.py:230-321: weights + non-torch memory + the torch activation peak), minus
     the CUDA-graph estimate when it is deducted (0.21+). `weight_bytes` overrides the weights
     (e.g. the logged "Model loading took"); otherwise every parameter at `weight_dtype`, split
-    over TP x PP (`weight_bytes_per_gpu`), plus the rotary cache every rank holds
-    (`vllm_rope_cache_bytes`), as "Model loading took" counts them.
+    over TP x PP (`weight_bytes_per_gpu`), plus what every rank holds whole (the rotary cache,
+    an MoE router: `vllm_replicated_bytes`), as "Model loading took" counts them.
     """
     s, g = _spec(spec), _gpu(gpu)
     util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
@@ -920,7 +940,7 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
         raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
     if weight_bytes is None:
         weights = (weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pipeline_parallel)
-                   + vllm_rope_cache_bytes(s))
+                   + vllm_replicated_bytes(s, tp))
     else:
         weights = validate.non_negative_int("weight_bytes", weight_bytes)
     act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,

@@ -195,7 +195,7 @@ def _predict(r: dict) -> LogRow:
     if spec is not None:
         w_dtype = r.get("weight_dtype")
         w_pred = (sizing.weight_bytes_per_gpu(spec, tp, w_dtype, pipeline_parallel=pp)
-                  + sizing.vllm_rope_cache_bytes(spec)) / GiB
+                  + sizing.vllm_replicated_bytes(spec, tp)) / GiB
     if (spec is not None and g is not None and r.get("gpu_memory_utilization") and not exclude):
         b = sizing.vllm_memory_budget(
             spec, g, tp, gpu_memory_utilization=r["gpu_memory_utilization"],
