@@ -413,3 +413,27 @@ def test_capacity_plan_needs_chapter_9(monkeypatch):
     with pytest.raises(ValueError, match="output_tokens"):
         recommend("Llama-3.1-8B", "1xH100", "chat", request_rate=1.0, ttft_p90_s=1.0,
                   tpot_p90_s=0.1)
+
+
+def test_70b_on_8xb200_layout_is_the_simulators_first():
+    """Issue 20 item 5 against chapter 9's simulator itself: each layout of Llama-3.1-70B on
+    8x B200 is run through `simulate.Deployment` (the engine's scheduler on a simulated clock,
+    the plan's caps and KV blocks) on a closed batch of 8K-token requests (256 generated);
+    the plan's layout, ranked by the steady-state step cost, is the one with the most output
+    tokens/s in simulation."""
+    from inferbook import simulate
+    w = Workload("batch", context_tokens=8192, output_tokens=256)
+    p = recommend("Llama-3.1-70B", "8xB200", w)
+    spec = model("Llama-3.1-70B")
+    simulated = {}
+    for r in p.decision("parallelism").value["rates"]:
+        lay, caps = r.layout, r.layout.batching.value
+        blocks = lay.budget.kv_budget_bytes // sizing.kv_bytes_per_gpu(spec, lay.tp, 16, 1,
+                                                                        lay.kv_dtype)
+        dep = simulate.Deployment(spec, "B200", lay.tp, caps["max_num_seqs"],
+                                  caps["max_num_batched_tokens"], True, lay.kv_dtype,
+                                  lay.weight_dtype)
+        out = dep.run(simulate.fixed_workload(max(2 * r.batch, 16), 8192 - 256, 256),
+                      num_blocks=int(blocks))
+        simulated[(lay.tp, lay.dp)] = lay.dp * out.output_tokens / out.makespan
+    assert (p.tensor_parallel, p.data_parallel) == max(simulated, key=simulated.get), simulated

@@ -276,7 +276,7 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
                if lay.sequences(spec, w.context_tokens) >= 1] or weights.value["layouts"]
     parallel = (_capacity_parallelism(spec, g, w, req, wdtype, capacity) if capacity else
                 rules.decide_parallelism(spec, g, layouts, tokens, prefix, req,
-                                         w.tpot_target_ms))
+                                         w.tpot_target_ms, w.output_tokens))
     if parallel.value is None:
         return Refusal(spec.name, g.name, n, w, parallel.reason,
                        ("more GPUs", "a lower request rate or looser p90 targets"),
@@ -381,7 +381,9 @@ def _assemble(spec, g, n, w, util, served, decisions, capacity, context) -> Plan
     warnings = [x for x in (d["parallelism"].extra.get("warning"), context.extra.get("warning"))
                 if x]
     warnings += _warnings(spec, g, w, lay, kv, d["speculative decoding"].value)
-    step_s = rules.decode_step_seconds(spec, g, lay, batch, tokens)
+    step_s = (rules.steady_step_seconds(spec, g, lay, batch, tokens, w.output_tokens)
+              if w.output_tokens and not capacity else
+              rules.decode_step_seconds(spec, g, lay, batch, tokens))
     throughput = par["dp"] * batch / step_s
     if w.throughput_target_tok_s is not None and throughput < w.throughput_target_tok_s:
         warnings.append(f"the target of {w.throughput_target_tok_s:,.0f} decode tokens/s is above"

@@ -299,28 +299,50 @@ class LayoutRate:
     tokens_per_s: float
 
 
+def steady_step_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int,
+                        output_tokens: int) -> float:
+    """Return the simulator's time for one step of continuous batching in steady state: `batch`
+    decodes at the mean context plus the prefill those requests' successors need, batch x
+    prompt / output tokens per step, up to the step's token budget (chapter 9's cost model)."""
+    if g.fp16_tensor_flops is None:
+        return _roofline_seconds(spec, g, lay, batch, tokens)
+    prompt = tokens - output_tokens
+    budget = lay.batching.value["max_num_batched_tokens"]
+    chunk = min(round(batch * prompt / output_tokens), max(budget - batch, 0))
+    shapes = [(1, prompt + output_tokens // 2)] * batch
+    if chunk > 0:
+        shapes.append((chunk, 0))
+    return step_cost_model(spec, g, lay).step_time(shapes) / lay.pp
+
+
 def rate_layouts(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
-                 shared_prefix: int = 0, concurrency: int | None = None) -> list[LayoutRate]:
-    """Return each layout's decode throughput by the simulator's step-cost model, each replica
-    running what its KV cache holds (at most --max-num-seqs and its share of `concurrency`)."""
+                 shared_prefix: int = 0, concurrency: int | None = None,
+                 output_tokens: int | None = None) -> list[LayoutRate]:
+    """Return each layout's output tokens/s by the simulator's step-cost model, each replica
+    running what its KV cache holds (at most --max-num-seqs and its share of `concurrency`):
+    decode steps at `tokens` of context, or, when `output_tokens` of each request are known,
+    steady-state steps that also prefill the next requests' prompts (`steady_step_seconds`)."""
     out = []
     for lay in layouts:
         fit = lay.sequences(spec, tokens, shared_prefix)
         b = min(fit, lay.batching.value["max_num_seqs"])
         if concurrency is not None:
             b = min(b, ceil_div(concurrency, lay.dp))
-        step = decode_step_seconds(spec, g, lay, max(b, 1), tokens)
+        step = (steady_step_seconds(spec, g, lay, max(b, 1), tokens, output_tokens)
+                if output_tokens else decode_step_seconds(spec, g, lay, max(b, 1), tokens))
         out.append(LayoutRate(lay, lay.dp * fit, b, step, lay.dp * b / step if b > 0 else 0.0))
     return out
 
 
 def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
-                       shared_prefix: int, req: Request, tpot_target_ms: float | None) -> Decision:
+                       shared_prefix: int, req: Request, tpot_target_ms: float | None,
+                       output_tokens: int | None = None) -> Decision:
     """Return value = dict(layout, tp, pp, dp, rates): the layout chapter 9's step-cost model
     (with its all-reduce term) ranks first by decode tokens/s over all GPUs, among those whose
     replicas together hold the requested concurrency (or, if none does, the one that holds the
     most); raised to meet a per-token target. Replicas (DP) fill the remaining GPUs."""
-    rates = rate_layouts(spec, g, layouts, tokens, shared_prefix, req.concurrency)
+    rates = rate_layouts(spec, g, layouts, tokens, shared_prefix, req.concurrency,
+                         output_tokens)
     pool, warn = rates, ""
     if req.concurrency is not None:
         meeting = [r for r in rates if r.held >= req.concurrency]
@@ -335,8 +357,10 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
     table = ", ".join(f"TP={r.layout.tp}{f'xPP={r.layout.pp}' if r.layout.pp > 1 else ''}"
                       f"{f'xDP={r.layout.dp}' if r.layout.dp > 1 else ''}: "
                       f"{r.tokens_per_s:,.0f}" for r in rates)
+    what = ("output tokens/s with the prompts' prefill (steady state)" if output_tokens
+            else "decode tokens/s")
     why = (f"TP={chosen.tp}: chapter 9's step-cost model (fitted efficiencies, all-reduce term) "
-           f"ranks it first at {best.tokens_per_s:,.0f} decode tokens/s over all {req.n_gpus} "
+           f"ranks it first at {best.tokens_per_s:,.0f} {what} over all {req.n_gpus} "
            f"GPUs, {best.batch} running requests per replica ({table})")
     if req.concurrency is not None and not warn:
         why += (f"; its replicas hold the {req.concurrency} concurrent {tokens:,}-token "
