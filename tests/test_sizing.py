@@ -276,7 +276,9 @@ def test_bad_inputs_name_the_argument_and_the_rule(call, error, message):
 def test_vllm_budget_terms_are_stated():
     rt = sizing.vllm_runtime_memory("Llama-3.1-8B", 1, max_num_batched_tokens=8192,
                                     max_num_seqs=1024)
-    assert rt.activation_bytes >= 1024 * 128256 * 4 * 2       # float32 logits + probabilities
+    # 0.33.0 runs Model Runner V2 (Triton sampler, one float32 copy of the logits) or the
+    # forward pass over 8,192 tokens, whichever peaks higher
+    assert rt.activation_bytes >= 1024 * 128256 * 4
     # 0.33.0 deducts its CUDA-graph estimate before sizing the pool; 0.10 captured afterwards
     assert rt.cuda_graph_bytes == int(sizing.CUDA_GRAPH_GIB["tp1"] * 2**30) and "logs" in rt.how
     old = sizing.vllm_runtime_memory("Llama-3.1-8B", 1, max_num_batched_tokens=8192,

@@ -821,7 +821,55 @@ CUDA_GRAPH_GIB = {"tp1": 0.50, "tp": 0.65}
 #   5.56, gpt-oss-20b 7.38, Qwen3-32B 5.64, llm-d/llm-d-benchmark empirical-vllm-memory-results.md;
 #   the V0 engine's sampler likewise, 1.19 GiB at 256 rows in 0.6.4, 0324wy/MapCoder vllm.log).
 # The forward pass and the sampler run one after the other, so the peak is the larger of the two.
-SAMPLER_COPIES = {"flashinfer": 2.75, "native": 9.5}
+# * Model Runner V2 (`vllm_model_runner`) samples with its own Triton kernels
+#   (v1/worker/gpu/sample/sampler.py, gumbel.py; top-k/top-p by topk_topp_triton.py, no sort):
+#   `_dummy_sampler_run` (v1/worker/gpu/model_runner.py:993, 0.33.0) costs about one float32
+#   copy. Read from one log, an upper bound: Qwen2.5-3B-AWQ, 256 rows, vLLM 0.30.0 prints a
+#   peak of 0.15 GiB, no more than one copy (0.145 GiB) (romeon728/ledgerly-etl vllm_server.log).
+SAMPLER_COPIES = {"flashinfer": 2.75, "native": 9.5, "v2": 1.0}
+
+# Which models run Model Runner V2 by default, per version (`VllmConfig.use_v2_model_runner` and
+# `_is_default_v2_model_runner_model`, config/vllm.py of each wheel): none before 0.22; 0.22 only
+# Qwen3 (dense, unquantized); 0.23 Llama, Mistral and Qwen3 (dense, unquantized); 0.24 those plus
+# DeepSeek-V2 / Qwen2-MoE / Granite-MoE; 0.25-0.28 every dense model and those MoE families
+# (Qwen3-MoE, Mixtral, gpt-oss stay on V1: the 0.26.1 Qwen3-Coder log runs gpu_model_runner.py);
+# 0.29+ every model (only unsupported features fall back to V1).
+_V2_FAMILIES = {(0, 22): ("qwen3",), (0, 23): ("llama", "mistral", "qwen3"),
+                (0, 24): ("llama", "mistral", "qwen3", "deepseek-v2", "qwen2-moe", "granite")}
+_V2_MOE_FAMILIES = ("deepseek-v2", "qwen2-moe", "granite")
+
+
+def _family(s: ModelSpec) -> str:
+    """Return the architecture family vLLM's V2 defaults name, from the model's name/source."""
+    text = f"{s.name} {s.source}".lower().replace("_", "-")
+    if "mixtral" in text:
+        return "mixtral"
+    for fam in ("deepseek-v2", "qwen2-moe", "qwen1.5-moe", "granite", "qwen3", "llama",
+                "mistral"):
+        if fam in text:
+            return "qwen2-moe" if fam == "qwen1.5-moe" else fam
+    return ""
+
+
+def vllm_model_runner(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED) -> str:
+    """Return "v2" where `vllm_version` runs Model Runner V2 by default for `spec`, else "v1"
+    (the rule by version is in the comment above `_V2_FAMILIES`)."""
+    s = _spec(spec)
+    v = _version(vllm_version)
+    if v < (0, 22, 0):
+        return "v1"
+    if v >= (0, 29, 0):
+        return "v2"
+    fam = _family(s)
+    if v < (0, 25, 0):
+        allowed = _V2_FAMILIES[v[:2]]
+        quantized = s.checkpoint_dtype not in ("bf16", "fp16", "fp32")
+        if v < (0, 24, 0) and (s.is_moe or quantized):
+            return "v1"
+        if s.is_moe:                              # a listed MoE architecture (Qwen2MoeFor...)
+            return "v2" if fam in _V2_MOE_FAMILIES else "v1"
+        return "v2" if fam in allowed else "v1"
+    return "v2" if (not s.is_moe or fam in _V2_MOE_FAMILIES) else "v1"
 
 
 def _flashinfer_default(v: tuple[int, int, int]) -> bool:
@@ -841,7 +889,8 @@ def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
     Forward: per token two 16-bit hidden vectors plus the MLP's gate/up and activation outputs
     (3 x intermediate, split by TP; an MoE token does this for each of its top-k experts, so
     MoE models peak higher) or attention's q/k/v, whichever is larger. Sampler: float32 logits
-    over the vocabulary, `SAMPLER_COPIES` times (FlashInfer's sampler or PyTorch's; None: the
+    over the vocabulary, `SAMPLER_COPIES` times (Model Runner V2's Triton sampler where
+    `vllm_model_runner` says V2; otherwise FlashInfer's sampler or PyTorch's; None: the
     version's default). The peak is the larger of the two.
     """
     s = _spec(spec)
@@ -862,7 +911,8 @@ def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
         mlp = 3 * s.intermediate_size
     attn = s.num_attention_heads * (3 * s.head_dim if not s.is_mla else s.head_dim + s.v_head_dim)
     forward = tokens * 2 * (2 * s.hidden_size + ceil_div(max(mlp, attn), tp))
-    copies = SAMPLER_COPIES["flashinfer" if flashinfer_sampler else "native"]
+    copies = SAMPLER_COPIES["v2" if vllm_model_runner(s, vllm_version) == "v2" else
+                            "flashinfer" if flashinfer_sampler else "native"]
     sampler = int(copies * rows * s.vocab_size * 4)
     return max(forward, sampler)
 
