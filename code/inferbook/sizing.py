@@ -803,6 +803,10 @@ class VllmBudget:
 #   8 H100s (vLLM 0.10.0, DaisukeTakai/eval_dataset) leaves 7.6-7.9 GiB besides the weights,
 #   the sampler's 5.5 GiB being the rest.
 # Runs across nodes (Ray) take more and vary; those records are left out of the end-to-end check.
+# Open: the TP > 1 figures come from H100s; an A100 TP = 2 run (dennislee22, 0.10.1.1) leaves
+# only about 0.25 GiB besides its profiled terms and a Qwen3-30B-A3B TP = 2 H100 run (0.12.0)
+# about 0.78, so NVSwitch systems (NCCL's NVLink SHARP buffers) likely take more than PCIe ones;
+# too few logs to make that a rule.
 NON_TORCH_GIB = {"tp1": 0.13, "tp2": 0.55, "tp4+": 2.0,
                  "v0_tp1": 0.25, "v0_tp2": 0.5, "v0_tp4+": 2.0}
 # CUDA graphs: "Graph capturing finished in 3 secs, took 0.50 GiB" (TP = 1) and 0.65 GiB

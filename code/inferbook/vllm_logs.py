@@ -15,7 +15,10 @@ Two predictions per record, both through `inferbook.sizing`:
   GPU's CUDA-reported memory and the utilization alone, when the log says which GPU ran it.
 
 `vllm_log_table()` returns one `LogRow` per record (chapter 8 prints it); `summary()` gives the
-median and 90th-percentile absolute errors that `tests/test_vllm_logs.py` asserts.
+median and 90th-percentile absolute errors that `tests/test_vllm_logs.py` asserts, on every
+record or (`held_out=True`) only on those no constant of `inferbook.sizing` was read from
+(`FIT_RECORDS`). End to end, pools under 4 GiB are predicted and shown but left out of the
+statistics with the reason (`SMALL_POOL`), as are V0 logs (`V0_END_TO_END`).
 """
 
 from __future__ import annotations
