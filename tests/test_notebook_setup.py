@@ -101,3 +101,19 @@ def test_html_table_aligns_numbers_right_and_text_left():
     assert '<td class="ib-text" style="text-align:left">GQA &lt;8 heads&gt;</td>' in html
     with pytest.raises(ValueError, match="row 1 has 2 cells"):
         html_table(["a", "b", "c"], [["1", "2", "3"], ["1", "2"]])
+
+
+def test_glue_stores_numpy_scalars_as_python_numbers(monkeypatch):
+    import sys
+    import types
+
+    from inferbook import notebook
+
+    stored = {}
+    fake = types.ModuleType("myst_nb")
+    fake.glue = lambda name, value, display=False: stored.__setitem__(name, value)
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    notebook.glue("x", np.float64(1.5))
+    notebook.glue("n", np.int64(3))
+    assert stored == {"x": 1.5, "n": 3}
+    assert type(stored["x"]) is float and type(stored["n"]) is int

@@ -174,6 +174,8 @@ def glue(name: str, value, display: bool = False) -> None:
     shown where it is glued, since no `{glue:figure}` will ever show it (on Colab the reader
     sees the notebook, not the book); other values only if `display` is true, as myst_nb would.
     """
+    if isinstance(value, np.generic):  # np.float64(1.5) would be stored as its repr, which
+        value = value.item()           # {glue:text}`x:.1f` cannot format: store 1.5
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
