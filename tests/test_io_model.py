@@ -88,7 +88,7 @@ def test_sram_refuses_to_overflow():
     [
         (lambda: flash_attention_io(100, 64, 100), "too small"),
         (lambda: flash_attention_io(0, 64, 4096), "n must be a positive integer"),
-        (lambda: standard_attention_io(100, 64, 2.5), "sram_elems must be a positive integer"),
+        (lambda: standard_attention_io(100, 64, 2.5), "sram_elems must be an integer"),
     ],
 )
 def test_invalid_sizes_raise(call, message):

@@ -29,6 +29,9 @@ from . import validate
 from .arith import ceil_div
 
 
+MAX_BLOCKS = 2**26  # a pool (or a block) larger than this is a mistake, and would not fit in memory
+
+
 class OutOfBlocksError(RuntimeError):
     """Not enough free KV blocks for the request; the cache was left unchanged.
 
@@ -37,11 +40,18 @@ class OutOfBlocksError(RuntimeError):
     """
 
     def __init__(self, needed: int, free: int, what: str = "allocation"):
+        needed, free = validate.non_negative_int("needed", needed), validate.non_negative_int("free", free)
+        if not isinstance(what, str):
+            raise validate.ArgumentTypeError(f"what must be a string, got {type(what).__name__}")
         self.needed, self.free = needed, free
         super().__init__(
             f"out of KV blocks: {what} needs {needed} block(s) but only {free} are free; "
             "free a sequence (or preempt one) and retry"
         )
+
+
+class PoolTooSmallError(OutOfBlocksError, ValueError):
+    """More blocks than the whole pool holds: no amount of freeing helps (also a ValueError)."""
 
 
 class BlockAllocator:
@@ -51,8 +61,9 @@ class BlockAllocator:
     """
 
     def __init__(self, num_blocks: int, block_size: int = 16):
-        self.num_blocks = validate.positive_int("num_blocks", num_blocks)
-        self.block_size = validate.positive_int("block_size", block_size)
+        self.num_blocks = validate.integer("num_blocks", num_blocks, 1, MAX_BLOCKS)
+        self.block_size = validate.integer("block_size", block_size, 1, MAX_BLOCKS)
+        num_blocks = self.num_blocks
         self._ref = [0] * num_blocks
         # Ordered free list: allocate() takes from the front. Plain freed blocks go to the front
         # (reused first); blocks a prefix cache still indexes go to the back (evicted last, LRU).
@@ -229,6 +240,10 @@ class BlockManager:
         or nothing: raises `OutOfBlocksError` (nothing changed) if the blocks are not free.
         """
         needed = self.blocks_needed(seq_id, n)  # checks seq_id and n
+        if len(self._tables[seq_id]) + needed > self.allocator.num_blocks:
+            raise PoolTooSmallError(needed, self.allocator.num_free_blocks,
+                                    f"n={n}: appending {n} token(s) to {seq_id!r} (more blocks than the "
+                                    f"whole pool of {self.allocator.num_blocks}: they could never fit)")
         if not self.allocator.can_allocate(needed):
             raise OutOfBlocksError(needed, self.allocator.num_free_blocks,
                                    f"appending {n} token(s) to {seq_id!r}")

@@ -101,8 +101,12 @@ def naive_counts(prompt_len: int, new_tokens: int) -> tuple[int, int]:
     """
     prompt_len = validate.positive_int("prompt_len", prompt_len)
     new_tokens = validate.positive_int("new_tokens", new_tokens)
-    lengths = range(prompt_len, prompt_len + new_tokens)
-    return sum(lengths), sum(n * (n + 1) // 2 for n in lengths)
+    stop = prompt_len + new_tokens  # sums over n in [prompt_len, stop), in closed form
+
+    def tetrahedral(m: int) -> int:  # Σ_{n=1..m} n(n+1)/2
+        return m * (m + 1) * (m + 2) // 6
+
+    return (prompt_len + stop - 1) * new_tokens // 2, tetrahedral(stop - 1) - tetrahedral(prompt_len - 1)
 
 
 def cached_counts(prompt_len: int, new_tokens: int) -> tuple[int, int]:

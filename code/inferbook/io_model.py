@@ -23,7 +23,13 @@ x-axis of the roofline (`inferbook.roofline`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from . import validate
+
+# The counting functions step through every tile; refuse sizes whose loops would not finish.
+MAX_TILE_STEPS = 10**7
 
 
 class SramOverflow(ValueError):
@@ -39,6 +45,10 @@ class IOCount:
     flops: int = 0
     peak_sram: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("reads", "writes", "flops", "peak_sram"):
+            setattr(self, name, validate.non_negative_int(name, getattr(self, name)))
+
     @property
     def total(self) -> int:
         """Return reads + writes (HBM accesses, in elements)."""
@@ -49,28 +59,41 @@ class Sram:
     """An on-chip scratchpad of `capacity` elements that counts the traffic to and from HBM."""
 
     def __init__(self, capacity: int):
-        self.capacity = capacity
+        self.capacity = validate.positive_int("capacity", capacity)
         self.used = 0
         self.count = IOCount()
 
     def load(self, n: int) -> None:
         """Bring n elements from HBM into SRAM."""
+        self._room(n)
         self.count.reads += n
         self.alloc(n)
 
     def alloc(self, n: int) -> None:
         """Reserve n elements of SRAM for a result computed on chip."""
+        self._room(n)
         self.used += n
-        if self.used > self.capacity:
-            raise SramOverflow(f"SRAM holds {self.capacity} elements; {self.used} requested")
         self.count.peak_sram = max(self.count.peak_sram, self.used)
 
     def store(self, n: int) -> None:
         """Write n elements that are in SRAM back to HBM (they stay in SRAM until freed)."""
+        n = validate.non_negative_int("n", n)
+        if n > self.used:
+            raise ValueError(f"n={n}: only {self.used} elements are in SRAM to store")
         self.count.writes += n
 
     def free(self, n: int) -> None:
+        """Release n elements of SRAM."""
+        n = validate.non_negative_int("n", n)
+        if n > self.used:
+            raise ValueError(f"n={n}: only {self.used} elements are in SRAM to free")
         self.used -= n
+
+    def _room(self, n) -> None:
+        """Raise unless n is a count of elements that fits next to what SRAM already holds."""
+        n = validate.non_negative_int("n", n)
+        if self.used + n > self.capacity:
+            raise SramOverflow(f"SRAM holds {self.capacity} elements; {self.used + n} requested")
 
 
 def standard_attention_io(n: int, d: int, sram_elems: int) -> IOCount:
@@ -81,7 +104,8 @@ def standard_attention_io(n: int, d: int, sram_elems: int) -> IOCount:
     reads a block of whole rows if 2 n <= M, else streams each row twice (an online max/sum
     pass, then a normalising pass).
     """
-    _check(n, d, sram_elems, minimum=3)
+    n, d, sram_elems = _check(n, d, sram_elems, minimum=3)
+    _check_steps(_standard_steps(n, d, sram_elems), n, sram_elems)
     sram = Sram(sram_elems)
     _tiled_matmul(sram, n, n, d)  # S = Q K^T: read Q and K tiles, write S
     if 2 * n <= sram_elems:  # P = softmax(S), whole rows at a time
@@ -117,10 +141,13 @@ def flash_attention_io(n: int, d: int, sram_elems: int, causal: bool = False) ->
     V are read once per Q tile: about 2 n d * n / B_r = 12 n^2 d^2 / M elements.
     With `causal`, K/V tiles above the diagonal are skipped (neither read nor computed).
     """
-    _check(n, d, sram_elems, minimum=6 * d)
+    n, d, sram_elems = _check(n, d, sram_elems, minimum=6 * d)
+    if type(causal) is not bool:
+        raise validate.ArgumentTypeError(f"causal must be True or False, got {causal!r}")
     sram = Sram(sram_elems)
     block_q = max(1, sram_elems // (6 * d))
     block_k = min(block_q, d)
+    _check_steps(-(-n // block_q) * -(-n // block_k), n, sram_elems)
     for qs in range(0, n, block_q):
         br = min(block_q, n - qs)
         sram.load(br * d)  # Q tile
@@ -161,6 +188,13 @@ def _tiled_matmul(sram: Sram, rows: int, cols: int, inner: int) -> None:
             sram.free(bi * bj)
 
 
+def _standard_steps(n: int, d: int, sram_elems: int) -> int:
+    """Return about how many tile steps `standard_attention_io` takes (its loops' trip counts)."""
+    b = max(1, min(n, math.isqrt(sram_elems // 3)))  # b*b + 2*b*b_k <= M with b_k <= b
+    softmax = n if 2 * n <= sram_elems else 2 * n * -(-n // max(1, sram_elems // 2))
+    return 2 * -(-n // b) ** 2 * -(-d // min(d, b)) + softmax
+
+
 def _largest(fits, upper: int) -> int:
     b = 1
     while b < upper and fits(b + 1):
@@ -169,23 +203,32 @@ def _largest(fits, upper: int) -> int:
 
 
 def _check(n: int, d: int, sram_elems: int, minimum: int) -> None:
-    for name, x in (("n", n), ("d", d), ("sram_elems", sram_elems)):
-        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-            raise ValueError(f"{name} must be a positive integer, got {x!r}")
+    n, d, sram_elems = (validate.positive_int(name, x) for name, x in
+                        (("n", n), ("d", d), ("sram_elems", sram_elems)))
     if sram_elems < minimum:
         raise ValueError(
             f"sram_elems={sram_elems} is too small for head_dim d={d}: this algorithm needs at "
             f"least {minimum} elements of SRAM"
         )
+    return n, d, sram_elems
+
+
+def _check_steps(steps: int, n: int, sram_elems: int) -> None:
+    """Raise when stepping through `steps` tiles would not finish in reasonable time."""
+    if steps > MAX_TILE_STEPS:
+        raise ValueError(f"n={n} with sram_elems={sram_elems} needs ~{steps:.2e} tile steps to count "
+                         f"(more than {MAX_TILE_STEPS:.0e}); use a smaller n or the theorem2_* bounds")
 
 
 def theorem2_flash_bound(n: int, d: int, sram_elems: int) -> float:
     """Return n^2 d^2 / M, the order of FlashAttention's HBM accesses (Theorem 2)."""
+    n, d, sram_elems = _check(n, d, sram_elems, minimum=1)
     return n * n * d * d / sram_elems
 
 
 def theorem2_standard_bound(n: int, d: int) -> float:
     """Return n d + n^2, the order of standard attention's HBM accesses (Theorem 2)."""
+    n, d, _ = _check(n, d, 1, minimum=1)
     return n * d + n * n
 
 
@@ -195,9 +238,8 @@ def kv_passes(n: int, d: int, sram_elems: int, rows_divisor: int = 6) -> int:
     rows_divisor=6 is this model's tile (`flash_attention_io`); 4 is the first paper's M / 4d
     mirrored to a Q-outer loop.
     """
-    _check(n, d, sram_elems, minimum=rows_divisor * d)
-    if isinstance(rows_divisor, bool) or not isinstance(rows_divisor, int) or rows_divisor < 1:
-        raise ValueError(f"rows_divisor must be a positive integer, got {rows_divisor!r}")
+    rows_divisor = validate.positive_int("rows_divisor", rows_divisor)
+    n, d, sram_elems = _check(n, d, sram_elems, minimum=rows_divisor * d)
     rows = sram_elems // (rows_divisor * d)
     return -(-n // rows)
 
@@ -209,9 +251,8 @@ def standard_attention_intensity(n: int, d: int, bytes_per_element: float = 2) -
     read once (4 N^2): N d / (b (N + d)). It approaches d / b from below and never exceeds it,
     whatever N: longer sequences do not make standard attention less memory-bound.
     """
-    _check(n, d, d, minimum=1)
-    if not bytes_per_element > 0:
-        raise ValueError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
+    n, d, _ = _check(n, d, d, minimum=1)
+    bytes_per_element = validate.positive_float("bytes_per_element", bytes_per_element)
     return n * d / (bytes_per_element * (n + d))
 
 
@@ -219,8 +260,9 @@ def attention_intensity(count: IOCount, bytes_per_element: float = 2) -> float:
     """Return FLOPs per HBM byte of a counted algorithm: count.flops / (count.total * b)."""
     if not isinstance(count, IOCount):
         raise TypeError(f"count must be an IOCount, got {type(count).__name__}")
-    if not bytes_per_element > 0:
-        raise ValueError(f"bytes_per_element must be positive, got {bytes_per_element!r}")
+    bytes_per_element = validate.positive_float("bytes_per_element", bytes_per_element)
+    if count.total == 0:
+        raise ValueError("count moves no elements (reads + writes = 0): its intensity is undefined")
     return count.flops / (count.total * bytes_per_element)
 
 

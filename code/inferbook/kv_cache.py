@@ -56,7 +56,10 @@ class KVCache:
         for name, value in [("n_layers", n_layers), ("batch", batch), ("n_heads", n_heads),
                             ("max_len", max_len), ("head_dim", head_dim)]:
             validate.positive_int(name, value)
+        validate.torch_dtype("dtype", dtype)
+        device = validate.device("device", device)
         shape = (n_layers, batch, n_heads, max_len, head_dim)
+        validate.tensor_elements("n_layers x batch x n_heads x max_len x head_dim", (2,) + shape)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.n_layers, self.batch, self.max_len = n_layers, batch, max_len
@@ -66,6 +69,7 @@ class KVCache:
     @classmethod
     def for_model(cls, config, batch: int, max_len: int, dtype=torch.float32, device="cpu"):
         """Return a cache shaped for a `gpt.GPTConfig`."""
+        validate.gpt_config("config", config)
         return cls(config.n_layer, batch, config.n_head, max_len, config.head_dim, dtype, device)
 
     def begin_step(self, pos: int, n: int) -> CacheStep:
@@ -96,6 +100,10 @@ class KVCache:
     def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
         """Store k_new, v_new ([batch, heads, t, d]) at positions pos..pos+t−1 of `layer`; return
         the layer's keys/values for positions 0..pos+t−1. `length` changes only at `end_step`."""
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                raise validate.ArgumentTypeError(f"{name} must be a 4-axis torch.Tensor [batch, heads, t, d], "
+                                                 f"got {getattr(t, 'shape', type(t).__name__)}")
         if k_new.shape != v_new.shape or k_new.shape[:2] != self.k.shape[1:3] or k_new.shape[3] != self.k.shape[4]:
             raise ValueError(f"k_new and v_new must both be [batch={self.batch}, heads={self.k.shape[2]}, t, "
                              f"d={self.k.shape[4]}], got {tuple(k_new.shape)} and {tuple(v_new.shape)}")
@@ -122,7 +130,7 @@ class ConcatKVCache:
     """Cache that grows by concatenation: one list entry per layer, replaced at every step."""
 
     def __init__(self, n_layers: int):
-        self.n_layers = validate.positive_int("n_layers", n_layers)
+        self.n_layers = validate.integer("n_layers", n_layers, 1, 2**20)
         self.k: list[torch.Tensor | None] = [None] * n_layers
         self.v: list[torch.Tensor | None] = [None] * n_layers
         self.length = 0
@@ -131,7 +139,7 @@ class ConcatKVCache:
     @classmethod
     def for_model(cls, config, batch: int = 1, max_len: int = 0, dtype=None, device=None):
         """Return a cache for a `gpt.GPTConfig` (batch, max_len, dtype, device are not needed)."""
-        return cls(config.n_layer)
+        return cls(validate.gpt_config("config", config).n_layer)
 
     @property
     def batch(self) -> int | None:
@@ -140,7 +148,7 @@ class ConcatKVCache:
 
     def begin_step(self, pos: int, n: int) -> CacheStep:
         """Return the attention context that appends positions pos .. pos + n − 1 (pos == length)."""
-        pos, n = validate.non_negative_int("pos", pos), validate.positive_int("n", n)
+        pos, n = validate.non_negative_int("pos", pos), validate.integer("n", n, 1, 2**31)
         if pos != self.length:
             raise ValueError(f"ConcatKVCache can only append: got pos={pos}, holds {self.length} positions")
         return CacheStep(self, pos, n)

@@ -90,6 +90,10 @@ class PagedKVCache:
             raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
         for name, value in [("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)]:
             validate.positive_int(name, value)
+        validate.torch_dtype("dtype", dtype)
+        device = validate.device("device", device)
+        validate.tensor_elements("n_layers x num_blocks x block_size x n_kv_heads x head_dim", (
+            2 * n_layers, allocator.num_blocks, allocator.block_size, n_kv_heads, head_dim))
         self.blocks = BlockManager(allocator)
         self.allocator = allocator
         self.block_size = allocator.block_size
@@ -104,6 +108,7 @@ class PagedKVCache:
     @classmethod
     def for_model(cls, config, num_blocks: int, block_size: int = 16, dtype=torch.float32, device="cpu"):
         """Return a cache (with its own allocator) shaped for a `gpt.GPTConfig` (MHA: kv heads = heads)."""
+        validate.gpt_config("config", config)
         return cls(BlockAllocator(num_blocks, block_size), config.n_layer, config.n_head,
                    config.head_dim, dtype, device)
 
@@ -355,7 +360,9 @@ class BatchCacheView:
     """
 
     def __init__(self, cache: PagedKVCache, seq_ids: Sequence[Hashable]):
-        seq_ids = list(seq_ids)
+        if not isinstance(cache, PagedKVCache):
+            raise validate.ArgumentTypeError(f"cache must be a paged.PagedKVCache, got {type(cache).__name__}")
+        seq_ids = validate.items("seq_ids", seq_ids)
         if not seq_ids:
             raise ValueError("BatchCacheView needs at least one sequence")
         if len(set(seq_ids)) != len(seq_ids):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import validate
 from .hardware import GPU
+from .hardware import gpu as _gpu_preset
 
 # Peak FP32 throughput of the CUDA cores (fused multiply-add, no tensor cores), FLOP/s, from the
 # datasheets of `inferbook.hardware`'s presets. A kernel whose matmuls compile to FMA
@@ -32,10 +34,25 @@ class ForwardCost:
     flops: float
     bytes_moved: float
 
+    def __post_init__(self) -> None:
+        validate.finite_float("flops", self.flops, minimum=0.0)
+        validate.finite_float("bytes_moved", self.bytes_moved, minimum=0.0)
+
     @property
     def intensity(self) -> float:
         """Return FLOPs per byte."""
+        if self.bytes_moved == 0:
+            raise ValueError("intensity is undefined: bytes_moved is 0")
         return self.flops / self.bytes_moved
+
+
+def _gpu(gpu) -> GPU:
+    """Return `gpu` (a `hardware.GPU` or a preset name) as a GPU; raise otherwise."""
+    if isinstance(gpu, GPU):
+        return gpu
+    if not isinstance(gpu, str):
+        raise validate.ArgumentTypeError(f"gpu must be a hardware.GPU or a preset name, got {type(gpu).__name__}")
+    return _gpu_preset(gpu)
 
 
 def forward_cost(
@@ -56,13 +73,12 @@ def forward_cost(
     query-key pair and layer). Bytes: weights once, the KV cache read once, new K/V written.
     Activations are ignored (they are small next to weights and cache at these sizes).
     """
-    for name, value in [("n_params", n_params), ("n_layer", n_layer), ("d_attn", d_attn),
-                        ("kv_dim", kv_dim), ("batch", batch), ("new_tokens", new_tokens),
-                        ("bytes_per_value", bytes_per_value)]:
-        if value <= 0:
-            raise ValueError(f"forward_cost: {name} must be positive, got {value}")
-    if past_tokens < 0:
-        raise ValueError(f"forward_cost: past_tokens must be ≥ 0, got {past_tokens}")
+    n_params = validate.positive_float("n_params", n_params)
+    bytes_per_value = validate.positive_float("bytes_per_value", bytes_per_value)
+    for name, value in [("n_layer", n_layer), ("d_attn", d_attn), ("kv_dim", kv_dim),
+                        ("batch", batch), ("new_tokens", new_tokens)]:
+        validate.positive_int(name, value)
+    past_tokens = validate.finite_float("past_tokens", past_tokens, minimum=0.0)  # a mean may be fractional
     tokens = batch * new_tokens
     pairs = batch * (new_tokens * past_tokens + new_tokens * (new_tokens + 1) / 2)
     flops = 2 * n_params * tokens + 4 * d_attn * pairs * n_layer
@@ -73,6 +89,7 @@ def forward_cost(
 
 def attainable_flops(gpu: GPU, intensity: float) -> float:
     """Return the roofline bound min(peak, intensity × bandwidth), in FLOP/s."""
+    gpu, intensity = _gpu(gpu), _intensity(intensity)
     if gpu.fp16_tensor_flops is None:
         raise ValueError(f"{gpu.name} has no published FP16 tensor peak; pick another GPU")
     return min(gpu.fp16_tensor_flops, intensity * gpu.hbm_bytes_per_s)
@@ -80,6 +97,9 @@ def attainable_flops(gpu: GPU, intensity: float) -> float:
 
 def bound(gpu: GPU, intensity: float) -> str:
     """Return 'memory-bound' or 'compute-bound' for a kernel of this intensity on `gpu`."""
+    gpu, intensity = _gpu(gpu), _intensity(intensity)
+    if gpu.fp16_tensor_flops is None:
+        raise ValueError(f"{gpu.name} has no published FP16 tensor peak, so no ridge point; pick another GPU")
     return "compute-bound" if intensity >= gpu.ridge_flops_per_byte else "memory-bound"
 
 
@@ -88,6 +108,9 @@ def step_seconds(gpu: GPU, cost: ForwardCost) -> float:
 
     A GPU without a published FP16 peak is bounded by bandwidth alone.
     """
+    gpu = _gpu(gpu)
+    if not isinstance(cost, ForwardCost):
+        raise validate.ArgumentTypeError(f"cost must be a roofline.ForwardCost, got {type(cost).__name__}")
     memory_time = cost.bytes_moved / gpu.hbm_bytes_per_s
     if gpu.fp16_tensor_flops is None:
         return memory_time
@@ -100,6 +123,10 @@ class TimeBound:
 
     compute_s: float
     memory_s: float
+
+    def __post_init__(self) -> None:
+        validate.finite_float("compute_s", self.compute_s, minimum=0.0)
+        validate.finite_float("memory_s", self.memory_s, minimum=0.0)
 
     @property
     def seconds(self) -> float:
@@ -119,11 +146,11 @@ def time_bound(gpu: GPU, flops: float, bytes_moved: float,
     `peak_flops` overrides the FP16 tensor-core peak (e.g. `FP32_FMA_FLOPS[gpu.name]` for a
     kernel that compiles to FMA instructions).
     """
-    for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
-        if isinstance(value, bool) or not value >= 0:
-            raise ValueError(f"time_bound: {name} must be a non-negative number, got {value!r}")
-    peak = gpu.fp16_tensor_flops if peak_flops is None else peak_flops
-    if peak is None or not peak > 0:
+    gpu = _gpu(gpu)
+    flops = validate.finite_float("flops", flops, minimum=0.0)
+    bytes_moved = validate.finite_float("bytes_moved", bytes_moved, minimum=0.0)
+    peak = gpu.fp16_tensor_flops if peak_flops is None else validate.positive_float("peak_flops", peak_flops)
+    if peak is None:
         raise ValueError(f"time_bound: {gpu.name} has no published FP16 peak; pass peak_flops")
     return TimeBound(compute_s=flops / peak, memory_s=bytes_moved / gpu.hbm_bytes_per_s)
 
@@ -142,8 +169,9 @@ def num_kv_splits(batch: int, kv_heads: int, context: int, num_sms: int,
     """
     for name, value in (("batch", batch), ("kv_heads", kv_heads), ("context", context),
                         ("num_sms", num_sms), ("min_tokens_per_split", min_tokens_per_split)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"num_kv_splits: {name} must be a positive integer, got {value!r}")
+        validate.positive_int(name, value)
+    batch, kv_heads, context, num_sms, min_tokens_per_split = map(
+        int, (batch, kv_heads, context, num_sms, min_tokens_per_split))
     fill = num_sms // (batch * kv_heads)
     return max(1, min(fill, context // min_tokens_per_split))
 
@@ -155,11 +183,11 @@ def critical_tokens(gpu: GPU, flops_per_token: float, weight_bytes: float) -> fl
     reaches the ridge point at T = ridge x weight_bytes / flops_per_token (KV reads only push this
     higher). None when the GPU has no published FP16 peak.
     """
+    gpu = _gpu(gpu)
+    flops_per_token = validate.positive_float("flops_per_token", flops_per_token)
+    weight_bytes = validate.positive_float("weight_bytes", weight_bytes)
     if gpu.fp16_tensor_flops is None:
         return None
-    if not flops_per_token > 0 or not weight_bytes > 0:
-        raise ValueError("flops_per_token and weight_bytes must be positive, got "
-                         f"{flops_per_token!r} and {weight_bytes!r}")
     return gpu.ridge_flops_per_byte * weight_bytes / flops_per_token
 
 
@@ -174,11 +202,11 @@ def smem_bytes_per_s(gpu: GPU, clock_hz: float | None = None, bytes_per_clock: i
     Each SM's shared memory has 32 banks of 4 bytes, one access per bank per clock (CUDA C++
     Programming Guide), so 128 B per clock per SM. `clock_hz` defaults to `BOOST_CLOCK_HZ`.
     """
-    clock = BOOST_CLOCK_HZ.get(gpu.name) if clock_hz is None else clock_hz
+    gpu = _gpu(gpu)
+    clock = BOOST_CLOCK_HZ.get(gpu.name) if clock_hz is None else validate.positive_float("clock_hz", clock_hz)
+    bytes_per_clock = validate.positive_int("bytes_per_clock", bytes_per_clock)
     if clock is None or gpu.num_sms is None:
         raise ValueError(f"smem_bytes_per_s: no clock or SM count for {gpu.name}; pass clock_hz")
-    if not clock > 0:
-        raise ValueError(f"smem_bytes_per_s: clock_hz must be positive, got {clock!r}")
     return gpu.num_sms * bytes_per_clock * clock
 
 
@@ -193,14 +221,25 @@ def attention_ceiling_flops(gpu: GPU, n: int, d: int, algorithm: str,
     """
     from .io_model import attention_intensity, flash_attention_io, standard_attention_intensity
 
+    gpu = _gpu(gpu)
+    validate.one_of("algorithm", algorithm, ("standard", "flash"))
+    if peak_flops is not None:
+        validate.positive_float("peak_flops", peak_flops)
     if algorithm == "standard":
         intensity = standard_attention_intensity(n, d, bytes_per_element)
     elif algorithm == "flash":
-        sram = gpu.smem_bytes_per_block // bytes_per_element
+        if gpu.smem_bytes_per_block is None:
+            raise ValueError(f"{gpu.name} has no shared memory per block on record; use algorithm='standard'")
+        sram = int(gpu.smem_bytes_per_block // validate.positive_float("bytes_per_element", bytes_per_element))
         intensity = attention_intensity(flash_attention_io(n, d, sram), bytes_per_element)
     else:
         raise ValueError(f"algorithm must be 'standard' or 'flash', got {algorithm!r}")
-    peak = gpu.fp16_tensor_flops if peak_flops is None else peak_flops
+    peak = gpu.fp16_tensor_flops if peak_flops is None else float(peak_flops)
     if peak is None:
         raise ValueError(f"{gpu.name} has no published FP16 peak; pass peak_flops")
     return min(peak, intensity * gpu.hbm_bytes_per_s)
+
+
+def _intensity(intensity) -> float:
+    """Return `intensity` (FLOPs per byte) as a float; raise unless it is finite and ≥ 0."""
+    return validate.finite_float("intensity", intensity, minimum=0.0)

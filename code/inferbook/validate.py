@@ -170,3 +170,74 @@ def same(name: str, value, expected, what: str) -> None:
     """Raise ValueError unless `value == expected` (`what` says what they must agree on)."""
     if value != expected:
         raise ValueError(f"{name} must {what}: got {value}, expected {expected}")
+
+
+def positive_float(name: str, value) -> float:
+    """Return `value` as a float; raise unless it is a finite real number > 0."""
+    value = finite_float(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def flag(name: str, value) -> bool:
+    """Return `value`; raise unless it is True or False (not 0/1, not a string)."""
+    if type(value) is not bool and not isinstance(value, np.bool_):
+        raise ArgumentTypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def items(name: str, values) -> list:
+    """Return `values` (a list, tuple or other iterable, not a string or a mapping) as a list."""
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable):
+        raise ArgumentTypeError(f"{name} must be a list, got {type(values).__name__}")
+    return list(values)
+
+
+def device(name: str, value) -> "torch.device":
+    """Return `value` as a torch.device; raise unless it names a device torch knows."""
+    import torch
+
+    if not isinstance(value, (str, torch.device)):
+        raise ArgumentTypeError(f"{name} must be a device name like 'cpu' or 'cuda', got {value!r}")
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"{name}: {value!r} is not a device torch knows ({e})".split("\n")[0]) from None
+
+
+def torch_dtype(name: str, value) -> "torch.dtype":
+    """Return `value`; raise unless it is a torch.dtype."""
+    import torch
+
+    if not isinstance(value, torch.dtype):
+        raise ArgumentTypeError(f"{name} must be a torch.dtype such as torch.float32, got {value!r}")
+    return value
+
+
+def gpt_model(name: str, value):
+    """Return `value`; raise unless it is an `inferbook.gpt.GPT` (something with a GPT config)."""
+    from .gpt import GPT
+
+    if not isinstance(value, GPT):
+        raise ArgumentTypeError(f"{name} must be an inferbook.gpt.GPT model, got {type(value).__name__}")
+    return value
+
+
+def gpt_config(name: str, value):
+    """Return `value`; raise unless it is an `inferbook.gpt.GPTConfig`."""
+    from .gpt import GPTConfig
+
+    if not isinstance(value, GPTConfig):
+        raise ArgumentTypeError(f"{name} must be an inferbook.gpt.GPTConfig, got {type(value).__name__}")
+    return value
+
+
+def tensor_elements(name: str, shape, limit: int = 2**34) -> None:
+    """Raise unless a tensor of `shape` has at most `limit` elements (so allocating it can finish)."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    if n > limit:
+        raise ValueError(f"{name}: a tensor of shape {tuple(shape)} has {n:.3e} elements, more than "
+                         f"{limit:.3e}; use smaller sizes")
