@@ -98,6 +98,10 @@ class StepCost:
     comm_s: float
     overhead_s: float
 
+    def __post_init__(self) -> None:
+        for name in ("compute_s", "memory_s", "comm_s", "overhead_s"):
+            validate.finite_float(name, getattr(self, name), minimum=0.0)
+
     @property
     def total_s(self) -> float:
         return self.overhead_s + max(self.compute_s, self.memory_s) + self.comm_s
@@ -135,6 +139,8 @@ class CostModel:
     achieved_flops: float | None = None   # used when peak_flops is None (fitted on a CPU)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise validate.ArgumentTypeError(f"name must be a string, got {type(self.name).__name__}")
         for name in ("n_params", "weight_bytes", "kv_bytes_per_token"):
             validate.finite_float(name, getattr(self, name), minimum=0.0)
         for name in ("n_layer", "d_attn", "kv_dim", "hidden", "tp"):
@@ -161,8 +167,7 @@ class CostModel:
         """
         spec, g = as_spec(spec), _gpu(gpu)
         tp = validate.positive_int("tp", tp)
-        if eff is not None and not isinstance(eff, Efficiency):
-            raise TypeError(f"eff must be an Efficiency (or None: FITTED's), got {type(eff).__name__}")
+        _eff(eff), _dtype("kv_dtype", kv_dtype), _dtype("weight_dtype", weight_dtype)
         problem = sizing.tp_problem(spec, tp)
         if problem:
             raise ValueError(problem)
@@ -180,7 +185,8 @@ class CostModel:
             weight_bytes=sizing.weight_bytes_per_gpu(spec, n_gpus=tp, weight_dtype=weight_dtype),
             kv_bytes_per_token=sizing.kv_bytes_per_gpu(spec, n_gpus=tp, ctx_tokens=1, batch=1,
                                                        kv_dtype=kv_dtype),
-            peak_flops=peak, hbm_bytes_per_s=g.hbm_bytes_per_s, eff=eff or FITTED.efficiency(), tp=tp,
+            peak_flops=peak, hbm_bytes_per_s=g.hbm_bytes_per_s,
+            eff=FITTED.efficiency() if eff is None else eff, tp=tp,
             link_bytes_per_s=None if link is None else link / 2)
 
     @classmethod
@@ -258,6 +264,24 @@ def _gpt_config(config):
     return config
 
 
+def _dtype(name: str, value) -> str:
+    """Return `value`; raise (naming the argument) unless it is a dtype name `sizing` knows."""
+    try:
+        sizing.get_dtype(value)
+    except validate.ArgumentTypeError as e:
+        raise validate.ArgumentTypeError(f"{name}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: {e}") from None
+    return value
+
+
+def _eff(eff) -> Efficiency | None:
+    """Return `eff` (an Efficiency, or None: the fitted one); raise otherwise."""
+    if eff is not None and not isinstance(eff, Efficiency):
+        raise validate.ArgumentTypeError(f"eff must be an Efficiency (or None: FITTED's), got {type(eff).__name__}")
+    return eff
+
+
 def _gpu(gpu) -> GPU:
     if isinstance(gpu, GPU):
         return gpu
@@ -268,8 +292,7 @@ def _gpu(gpu) -> GPU:
 
 def _shapes(shapes) -> list[tuple[int, int]]:
     """Return `shapes` as a list of (new_tokens ≥ 1, past_tokens ≥ 0) pairs; raise otherwise."""
-    if isinstance(shapes, (str, bytes)):
-        raise TypeError("shapes must be a list of (new_tokens, past_tokens) pairs, got a string")
+    shapes = validate.items("shapes", shapes)
     out = []
     for i, pair in enumerate(shapes):
         if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
@@ -283,6 +306,7 @@ def _shapes(shapes) -> list[tuple[int, int]]:
 # the scheduler on a simulated clock
 
 
+MAX_BATCH = 2**20     # more sequences in one step (or replicas, or requests) is a mistake
 PLACEHOLDER_TOKEN = 10**9  # + request id: a generated token that matches no other request's
 
 
@@ -315,7 +339,8 @@ class CostExecutor:
         return self.t
 
     def wait(self, now: float, next_arrival: float) -> None:
-        self.t = next_arrival
+        validate.finite_float("now", now)
+        self.t = validate.finite_float("next_arrival", next_arrival)
 
     def execute(self, scheduled: list[tuple[Sequence, int]]) -> list[int]:
         # A padding row (n = 0, static batching) costs one decode row, as in the engine.
@@ -427,7 +452,9 @@ def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv
 # ---------------------------------------------------------------------------------------------
 # the fitted GPU model: one object every applied caller uses
 
-_PUBLISHED_JSON = Path(__file__).resolve().parents[2] / "outputs" / "benchmarks" / "simulate_published.json"
+# The fit ships with the package (data/, a copy that tests/test_package_data.py keeps identical to
+# outputs/benchmarks/simulate_published.json), so an installed package (Colab, pip) has it too.
+_PUBLISHED_JSON = Path(__file__).resolve().parent / "data" / "simulate_published.json"
 
 
 @dataclass(frozen=True)
@@ -489,9 +516,9 @@ def decode_step_time(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, conte
                      eff: Efficiency | None = None) -> float:
     """Return the seconds of one decode step of `batch` sequences, each `context` tokens long
     (one new token after `context` − 1 cached ones), on `tp` GPUs: the fitted cost model."""
-    batch = validate.positive_int("batch", batch)
+    batch = validate.integer("batch", batch, 1, MAX_BATCH)
     context = validate.positive_int("context", context)
-    cm = CostModel.for_gpu(spec, gpu, tp, eff or FITTED.efficiency(), kv_dtype, weight_dtype)
+    cm = CostModel.for_gpu(spec, gpu, tp, _eff(eff), kv_dtype, weight_dtype)
     return cm.step_time([(1, context - 1)] * batch)
 
 
@@ -500,6 +527,7 @@ def decode_tokens_per_s(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, co
                         eff: Efficiency | None = None) -> float:
     """Return the output tokens per second of one replica decoding `batch` sequences at
     `context` tokens: batch / `decode_step_time` (the fitted model)."""
+    batch = validate.integer("batch", batch, 1, MAX_BATCH)
     return batch / decode_step_time(spec, gpu, tp, batch, context, kv_dtype=kv_dtype,
                                     weight_dtype=weight_dtype, eff=eff)
 
@@ -527,7 +555,7 @@ class Deployment:
             validate.positive_int(name, getattr(self, name))
         if type(self.chunked_prefill) is not bool:
             raise TypeError(f"chunked_prefill must be True or False, got {self.chunked_prefill!r}")
-        sizing.get_dtype(self.kv_dtype), sizing.get_dtype(self.weight_dtype)
+        _dtype("kv_dtype", self.kv_dtype), _dtype("weight_dtype", self.weight_dtype)
         if not isinstance(self.eff, Efficiency):
             raise TypeError(f"eff must be an Efficiency, got {type(self.eff).__name__}")
         problem = sizing.tp_problem(self.spec, self.tp)
@@ -550,9 +578,9 @@ class Deployment:
 
 
 def _requests(requests) -> list[Request]:
-    if isinstance(requests, Request) or isinstance(requests, (str, bytes)):
-        raise TypeError("requests must be a list of Request objects")
-    requests = list(requests)
+    if isinstance(requests, Request):
+        raise validate.ArgumentTypeError("requests must be a list of Request objects, got one Request")
+    requests = validate.items("requests", requests)
     if not requests:
         raise ValueError("requests must hold at least one Request")
     for i, r in enumerate(requests):
@@ -569,7 +597,7 @@ def _deployment(name: str, dep) -> Deployment:
 
 def split_round_robin(requests: list[Request], replicas: int) -> list[list[Request]]:
     """Return the requests each of `replicas` receives from a round-robin router."""
-    requests, replicas = _requests(requests), validate.positive_int("replicas", replicas)
+    requests, replicas = _requests(requests), validate.integer("replicas", replicas, 1, MAX_BATCH)
     return [requests[i::replicas] for i in range(replicas)]
 
 
@@ -595,8 +623,8 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
     """
     dep_prefill, dep_decode = _deployment("dep_prefill", dep_prefill), _deployment("dep_decode", dep_decode)
     requests = _requests(requests)
-    validate.positive_int("n_prefill", n_prefill)
-    validate.positive_int("n_decode", n_decode)
+    validate.integer("n_prefill", n_prefill, 1, MAX_BATCH)
+    validate.integer("n_decode", n_decode, 1, MAX_BATCH)
     if link_bytes_per_s is not None and validate.finite_float("link_bytes_per_s", link_bytes_per_s) <= 0:
         raise ValueError(f"link_bytes_per_s must be > 0 (or None: the GPU's link), got {link_bytes_per_s}")
     if len({r.request_id for r in requests}) != len(requests):
@@ -663,10 +691,10 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
             raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
     prompt_tokens = validate.positive_int("prompt_tokens", prompt_tokens)
     output_tokens = validate.positive_int("output_tokens", output_tokens)
-    max_gpus = validate.positive_int("max_gpus", max_gpus)
-    n_requests = validate.positive_int("n_requests", n_requests)
+    max_gpus = validate.integer("max_gpus", max_gpus, 1, 1024)
+    n_requests = validate.integer("n_requests", n_requests, 1, 100_000)
     seed = validate.non_negative_int("seed", seed)
-    sizing.get_dtype(kv_dtype), sizing.get_dtype(weight_dtype)
+    _dtype("kv_dtype", kv_dtype), _dtype("weight_dtype", weight_dtype)
     if prompt_tokens + output_tokens > spec.max_position_embeddings:
         raise ValueError(f"prompt_tokens + output_tokens = {prompt_tokens + output_tokens} exceeds "
                          f"{spec.name}'s context of {spec.max_position_embeddings} tokens")
