@@ -366,6 +366,7 @@ def serve_simulated(requests: list[Request], cost: CostModel, *, num_blocks: int
     """
     if type(prefix_caching) is not bool:
         raise TypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
+    requests = _requests(requests)
     books = bookkeeping_cache(num_blocks, block_size)
     prefix = PrefixCache(books.allocator) if prefix_caching else None
     sched = Scheduler(books, max_num_seqs, max_num_batched_tokens, policy, chunked_prefill, prefix)
@@ -445,6 +446,7 @@ def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv
     one-block sequences (memory after the reserve and the weights, per GPU)."""
     block_size = validate.positive_int("block_size", block_size)
     tp = validate.positive_int("tp", tp)
+    _dtype("kv_dtype", kv_dtype), _dtype("weight_dtype", weight_dtype)
     return sizing.max_batch(spec, gpu, n_gpus=tp, ctx_tokens=block_size, kv_dtype=kv_dtype,
                             weight_dtype=weight_dtype, reserve_fraction=reserve_fraction)
 
@@ -471,6 +473,15 @@ class FittedGPUModel:
     n_fit: int = 0
     held_out_errors: tuple[float, ...] = ()
     source: str = ""
+
+    def __post_init__(self) -> None:
+        _eff(self.eff)
+        validate.non_negative_int("n_fit", self.n_fit)
+        errors = tuple(validate.finite_float(f"held_out_errors[{i}]", e)
+                       for i, e in enumerate(validate.items("held_out_errors", self.held_out_errors)))
+        object.__setattr__(self, "held_out_errors", errors)
+        if not isinstance(self.source, str):
+            raise validate.ArgumentTypeError(f"source must be a string, got {type(self.source).__name__}")
 
     def efficiency(self) -> Efficiency:
         """Return the fitted efficiencies; raise when they were not measured in this checkout."""

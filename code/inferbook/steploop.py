@@ -157,6 +157,7 @@ class Scheduler:
 
     def preempt(self, seq: Sequence) -> None:
         """Free `seq`'s blocks and put it first in line; it will be recomputed from its tokens."""
+        self._check_running(seq)
         self.cache.free_sequence(seq.seq_id)
         self.running.remove(seq)
         seq.status, seq.num_computed = Status.WAITING, 0
@@ -223,6 +224,12 @@ class Scheduler:
             return []
         return self.prefix_cache.lookup(seq.tokens, max_tokens=len(seq.tokens) - 1)
 
+    def _check_running(self, seq) -> None:
+        if not isinstance(seq, Sequence):
+            raise validate.ArgumentTypeError(f"seq must be a steploop.Sequence, got {type(seq).__name__}")
+        if not any(s is seq for s in self.running):
+            raise ValueError(f"seq {seq.seq_id} is not running in this scheduler (it is {seq.status.value})")
+
     def cache_prefix(self, seq: Sequence) -> None:
         """Index the full blocks `seq` has computed, so later requests with the same prefix reuse them."""
         if self.prefix_cache is not None:
@@ -230,6 +237,7 @@ class Scheduler:
 
     def finish(self, seq: Sequence) -> None:
         """Remove a finished sequence; index its full blocks for later prefix hits; free its blocks."""
+        self._check_running(seq)
         self.cache_prefix(seq)
         self.cache.free_sequence(seq.seq_id)
         self.running.remove(seq)
@@ -244,6 +252,7 @@ class Scheduler:
         sequence with all its `max_new_tokens` finishes, or, under static batching, is marked
         done and keeps its row until `end_static_batch`.
         """
+        next_tokens = validate.int_list("next_tokens", next_tokens, minimum=None)
         if len(next_tokens) != len(scheduled):
             raise ValueError(f"next_tokens must hold one token per scheduled row ({len(scheduled)}), "
                              f"got {len(next_tokens)}")
@@ -272,6 +281,7 @@ class Scheduler:
 
     def end_static_batch(self, t_done: float) -> None:
         """Finish a static batch whose every sequence is done (no-op otherwise)."""
+        t_done = validate.finite_float("t_done", t_done)
         if self.running and all(s.done for s in self.running):
             for seq in list(self.running):
                 seq.finish_time = t_done
@@ -290,6 +300,11 @@ class StepRecord:
     decode_tokens: int
     blocks_used: int
     padding_rows: int = 0
+
+    def __post_init__(self) -> None:
+        validate.finite_float("time", self.time)
+        for name in ("running", "waiting", "prefill_tokens", "decode_tokens", "blocks_used", "padding_rows"):
+            validate.non_negative_int(name, getattr(self, name))
 
 
 @dataclass
@@ -359,7 +374,13 @@ def check_requests(requests, scheduler: Scheduler, executor: StepExecutor) -> li
     and the ids are unique; raise (changing nothing) otherwise."""
     if isinstance(requests, Request):
         raise TypeError("requests must be a list of Request objects, got a single Request")
-    requests = list(requests)
+    if not isinstance(scheduler, Scheduler):
+        raise validate.ArgumentTypeError(f"scheduler must be a steploop.Scheduler, got {type(scheduler).__name__}")
+    for method in ("check", "now", "wait", "execute"):
+        if not callable(getattr(executor, method, None)):
+            raise validate.ArgumentTypeError(f"executor must be a step executor (with check, now, wait and "
+                                             f"execute), got {type(executor).__name__}")
+    requests = validate.items("requests", requests)
     if not requests:
         raise ValueError("requests must hold at least one Request")
     for r in requests:
