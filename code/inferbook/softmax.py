@@ -52,6 +52,8 @@ def online_update(m, l, scores):
     max; p = exp(scores - m_new);  l_new = alpha * l + sum(p).
     A row whose scores are all -inf so far keeps m = -inf, l = 0 and gets p = 0 (never NaN).
     """
+    scores = _as_float_array(scores, "scores")
+    _check_running(m, l, scores)
     m_new = np.maximum(m, scores.max(axis=-1))
     # exp(-inf - (-inf)) is NaN; subtracting 0 instead gives exp(-inf) = 0, the right answer.
     m_safe = np.where(np.isneginf(m_new), 0.0, m_new).astype(m_new.dtype)
@@ -59,6 +61,24 @@ def online_update(m, l, scores):
     p = np.exp(scores - m_safe[..., None])
     l_new = alpha * l + p.sum(axis=-1)
     return m_new, l_new, alpha, p
+
+
+def _check_running(m, l, scores) -> None:
+    """Raise unless (m, l) are running maxima and sums shaped like `scores` without its last axis."""
+    for name, v in (("m", m), ("l", l)):
+        if isinstance(v, bool) or np.asarray(v).dtype.kind not in "fiu":
+            raise ValueError(f"{name} must hold real numbers, got {v!r}"[:200])
+    m_arr, l_arr = np.asarray(m, dtype=np.float64), np.asarray(l, dtype=np.float64)
+    if np.isnan(m_arr).any() or np.isposinf(m_arr).any():
+        raise ValueError("m must hold running maxima: -inf or finite numbers, not NaN or +inf")
+    if not (np.isfinite(l_arr).all() and (l_arr >= 0).all()):
+        raise ValueError("l must hold running sums: finite numbers ≥ 0")
+    if scores.shape[-1] == 0:
+        raise ValueError("scores must hold at least one score per row (a block of size ≥ 1)")
+    for name, v in (("m", m_arr), ("l", l_arr)):
+        if v.ndim and v.shape != scores.shape[:-1]:
+            raise ValueError(f"{name} must have the shape of scores without its last axis "
+                             f"{scores.shape[:-1]} (or be a scalar), got {v.shape}")
 
 
 def online_softmax(x, block: int = 4) -> np.ndarray:

@@ -21,6 +21,8 @@ from dataclasses import replace
 import numpy as np
 
 from . import validate
+
+MAX_COUNT = 10**7  # requests, turns or tokens: more is a mistake (and would not fit in memory)
 from .steploop import Request
 
 
@@ -40,7 +42,7 @@ def _seed(seed) -> int:
 def _range(name: str, pair) -> tuple[int, int]:
     if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
         raise ValueError(f"{name} must be a (low, high) pair of integers, got {pair!r}")
-    low, high = (validate.positive_int(f"{name}[{i}]", v) for i, v in enumerate(pair))
+    low, high = (validate.integer(f"{name}[{i}]", v, 1, MAX_COUNT) for i, v in enumerate(pair))
     if low > high:
         raise ValueError(f"{name} must be (low, high) with low ≤ high, got {tuple(pair)}")
     return low, high
@@ -58,7 +60,7 @@ def mixed_workload(n_requests: int, vocab: int | None = None, prompts: list[list
     """
     if (vocab is None) == (prompts is None):
         raise ValueError("give exactly one of vocab (random prompts) or prompts (token lists to slice)")
-    validate.non_negative_int("n_requests", n_requests)
+    validate.integer("n_requests", n_requests, 0, MAX_COUNT)
     if vocab is not None:
         validate.positive_int("vocab", vocab)
     else:
@@ -67,7 +69,7 @@ def mixed_workload(n_requests: int, vocab: int | None = None, prompts: list[list
             raise ValueError("prompts must hold at least one non-empty token list")
     low, high = _range("prompt_len", prompt_len)
     validate.finite_float("mean_output", mean_output, minimum=1.0)
-    validate.positive_int("max_output", max_output)
+    validate.integer("max_output", max_output, 1, MAX_COUNT)
     rate, rng = _rate(rate), np.random.default_rng(_seed(seed))
     t, requests = 0.0, []
     for i in range(n_requests):
@@ -90,9 +92,9 @@ def fixed_workload(n_requests: int, prompt_tokens: int, output_tokens: int, rate
     """Return requests of fixed lengths with random token ids; Poisson arrivals at `rate` per second
     (None: all at t = 0, an offline benchmark). The first `shared_prefix_tokens` of every prompt
     are the same (a system prompt), the rest differ."""
-    n_requests = validate.positive_int("n_requests", n_requests)
-    prompt_tokens = validate.positive_int("prompt_tokens", prompt_tokens)
-    output_tokens = validate.positive_int("output_tokens", output_tokens)
+    n_requests = validate.integer("n_requests", n_requests, 1, MAX_COUNT)
+    prompt_tokens = validate.integer("prompt_tokens", prompt_tokens, 1, MAX_COUNT)
+    output_tokens = validate.integer("output_tokens", output_tokens, 1, MAX_COUNT)
     shared_prefix_tokens = validate.integer("shared_prefix_tokens", shared_prefix_tokens, 0, prompt_tokens)
     rate, rng = _rate(rate), np.random.default_rng(_seed(seed))
     shared = tuple(rng.integers(0, 32000, shared_prefix_tokens).tolist())
@@ -109,7 +111,7 @@ def fixed_workload(n_requests: int, prompt_tokens: int, output_tokens: int, rate
 
 def poisson_arrivals(requests: list[Request], rate: float, seed: int = 0) -> list[Request]:
     """Return the same requests with Poisson arrival times at `rate` per clock unit."""
-    requests = list(requests)
+    requests = validate.items("requests", requests)
     for i, r in enumerate(requests):
         if not isinstance(r, Request):
             raise TypeError(f"requests[{i}] must be a Request, got {type(r).__name__}")
@@ -139,10 +141,12 @@ def agent_workload(
     what matters for caching is that they become part of the next turn's prompt. Conversations
     interleave (round-robin by turn).
     """
-    n_conversations = validate.non_negative_int("n_conversations", n_conversations)
-    turns = validate.non_negative_int("turns", turns)
-    system_tokens = validate.non_negative_int("system_tokens", system_tokens)
-    tools_tokens = validate.non_negative_int("tools_tokens", tools_tokens)
+    n_conversations = validate.integer("n_conversations", n_conversations, 0, MAX_COUNT)
+    turns = validate.integer("turns", turns, 0, MAX_COUNT)
+    if n_conversations * turns > MAX_COUNT:
+        raise ValueError(f"n_conversations x turns = {n_conversations * turns} requests, more than {MAX_COUNT}")
+    system_tokens = validate.integer("system_tokens", system_tokens, 0, MAX_COUNT)
+    tools_tokens = validate.integer("tools_tokens", tools_tokens, 0, MAX_COUNT)
     user_lo, user_hi = _range("user_tokens", user_tokens)
     reply_lo, reply_hi = _range("reply_tokens", reply_tokens)
     vocab = validate.positive_int("vocab", vocab)
