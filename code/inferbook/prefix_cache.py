@@ -54,7 +54,10 @@ def hash_block(parent_hash: int, block_tokens: Sequence[int]) -> int:
     """Return the hash of a block given its parent's hash: covers the whole prefix so far."""
     parent_hash = validate.integer("parent_hash", parent_hash, 0, 2**64 - 1)
     h = hashlib.sha256(parent_hash.to_bytes(8, "little"))
-    h.update(np.asarray(block_tokens, dtype=np.int64).tobytes())
+    tokens = validate.int_list("block_tokens", block_tokens, minimum=None)
+    if not tokens:
+        raise ValueError("block_tokens must hold at least one token (a block is never empty)")
+    h.update(np.asarray(tokens, dtype=np.int64).tobytes())
     return int.from_bytes(h.digest()[:8], "little")
 
 
@@ -215,6 +218,8 @@ def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence
 
 def _check_scoring(model, prompt, completions, batch: bool):
     """Return (prompt, completions) as lists of token ids, checked against the model."""
+    validate.gpt_model("model", model)
+    completions = validate.items("completions", completions)
     vocab, limit = model.config.vocab_size, model.config.n_positions
     prompt = validate.token_ids("prompt", prompt, vocab)
     completions = [validate.token_ids(f"completions[{i}]", c, vocab) for i, c in enumerate(completions)]
@@ -249,8 +254,7 @@ class ReplayStats:
 
 def _check_replay(requests, num_blocks: int, block_size: int) -> list[tuple[list[int], list[int]]]:
     """Return `requests` as (prompt, reply) token lists; raise unless each fits the pool alone."""
-    if isinstance(requests, (str, bytes)):
-        raise TypeError("requests must be a list of (prompt tokens, reply tokens) pairs")
+    requests = validate.items("requests", requests)
     out = []
     for i, pair in enumerate(requests):
         if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:

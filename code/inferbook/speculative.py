@@ -27,9 +27,33 @@ from .kv_cache import KVCache
 from .speculation_math import expected_tokens_per_pass  # noqa: F401 (torch-free, re-exported)
 
 
+def _float_tensor(name: str, t) -> torch.Tensor:
+    """Raise unless `t` is a floating-point tensor with at least one axis and one entry per row."""
+    if not isinstance(t, torch.Tensor):
+        raise validate.ArgumentTypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise validate.ArgumentTypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if t.dim() == 0 or t.shape[-1] == 0:
+        raise ValueError(f"{name} must have a non-empty last axis (the vocabulary), got shape {tuple(t.shape)}")
+    return t
+
+
+def _distributions(p, q) -> None:
+    """Raise unless p and q are same-shaped tensors of probabilities (finite, ≥ 0)."""
+    for name, t in (("p", p), ("q", q)):
+        _float_tensor(name, t)
+        if not torch.isfinite(t).all() or (t < 0).any():
+            raise ValueError(f"{name} must hold probabilities (finite, ≥ 0)")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+
+
 def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return softmax(logits / temperature) over the last axis; one-hot argmax when temperature is 0."""
     temperature = validate.finite_float("temperature", temperature, minimum=0.0)
+    _float_tensor("logits", logits)
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise ValueError("logits must not hold NaN or +inf (-inf masks a token)")
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
     return torch.softmax(logits / temperature, dim=-1)
@@ -41,6 +65,7 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     Where p == q everywhere the residual is undefined, but then a rejection has probability 0;
     we return p there so the result is always a distribution.
     """
+    _distributions(p, q)
     r = (p - q).clamp_min(0)
     total = r.sum(-1, keepdim=True)
     return torch.where(total > 0, r / total.clamp_min(torch.finfo(r.dtype).tiny), p)
@@ -48,6 +73,7 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 def acceptance_probability(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Return β = Σ_x min(p(x), q(x)) = 1 − TV(p, q): the chance that a drafted token is accepted."""
+    _distributions(p, q)
     return torch.minimum(p, q).sum(-1)
 
 
@@ -118,6 +144,7 @@ class SpeculativeResult:
 
 def _check_models(target: GPT, draft: GPT, prompt: torch.Tensor, new_tokens: int, k: int,
                   temperature: float) -> None:
+    validate.gpt_model("target", target), validate.gpt_model("draft", draft)
     validate.token_tensor("prompt", prompt, min(target.config.vocab_size, draft.config.vocab_size))
     if prompt.shape[0] != 1:
         raise ValueError(f"prompt must be [1, t] (one sequence), got shape {tuple(prompt.shape)}")
@@ -189,6 +216,7 @@ def sample_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, temperatu
 
     The baseline speculative decoding must match in distribution (and, at temperature 0, exactly).
     """
+    validate.gpt_model("model", model)
     _check_models(model, model, prompt, new_tokens, 0, temperature)
     new_tokens, temperature = int(new_tokens), float(temperature)
     total = prompt.shape[1] + new_tokens
