@@ -78,8 +78,8 @@ def render_markdown(p: Plan | Refusal) -> str:
                   f"{p.sglang.value.mem_fraction_static:.3f} | {p.sglang.reason} | "
                   f"{p.sglang.chapter} | {p.sglang.citation} |"]
     for name, d in p.alternatives:
-        lines += ([f"", f"Alternative, {name}: {d.reason}."] if d.value is not None else
-                  [f"", f"Alternative, {name}: not applicable ({d.reason})."])
+        lines += (["", f"Alternative, {name}: {d.reason}."] if d.value is not None else
+                  ["", f"Alternative, {name}: not applicable ({d.reason})."])
     if p.warnings:
         lines += [""] + [f"- warning: {x}" for x in p.warnings]
     lines += ["", "```bash", p.vllm_command, "```"]

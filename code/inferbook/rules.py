@@ -663,6 +663,7 @@ def memory_fixes(spec: ModelSpec, g: GPU, n: int, ctx: int,
         out.append(f"a --max-model-len of at most {lo:,} on these GPUs")
     if not allow_quantization and fits(g, n, ctx, True):
         out.append("quantized weights (allow_quantization=True), after a quality check")
-    return tuple(out) or (f"{spec.name} does not fit on {n}x {g.name} at any context: weights "
-                          "alone exceed the budget; use more GPUs than one node's "
-                          f"{GPUS_PER_NODE} or a smaller model",)
+    nothing = (f"{spec.name} does not fit on {n}x {g.name} at any context: weights alone "
+               f"exceed the budget; use more GPUs than one node's {GPUS_PER_NODE} or a smaller "
+               "model")
+    return tuple(out) or (nothing,)
