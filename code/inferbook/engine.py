@@ -88,6 +88,7 @@ class ModelExecutor:
         return float(self._step) if self.clock == "steps" else self._timer() - self._start
 
     def wait(self, now: float, next_arrival: float) -> None:
+        now, next_arrival = validate.finite_float("now", now), validate.finite_float("next_arrival", next_arrival)
         if self.clock == "wall":
             time.sleep(max(0.0, min(1e-3, next_arrival - now)))
         elif self.clock == "cpu":  # CPU time does not pass while idle: jump

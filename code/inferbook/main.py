@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from inferbook import sizing
+from inferbook import sizing, validate
 from inferbook.decode import cached_counts, generate_cached, generate_naive, naive_counts
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.models import model as model_preset
@@ -22,8 +22,13 @@ from inferbook.softmax import tiled_softmax_dot
 SIZING_PRESETS = ["Llama-2-7B", "Llama-3.1-8B", "Llama-3.1-70B", "Mistral-7B-v0.1", "DeepSeek-V3"]
 
 
+MAX_TOKENS = 4096  # the naive decoder is quadratic: more is a long wait, not a demo
+
+
 def decoding_report(tokens: int, seed: int) -> list[str]:
     """Return report lines: naive and cached greedy decoding of a small random GPT."""
+    tokens = validate.integer("tokens", tokens, 1, MAX_TOKENS)
+    seed = validate.integer("seed", seed, 0, 2**32 - 1)
     torch.manual_seed(seed)
     config = GPTConfig(vocab_size=1000, n_positions=max(256, tokens + 1), n_embd=64, n_layer=2, n_head=4)
     model = GPT(config).eval()
@@ -50,6 +55,7 @@ def decoding_report(tokens: int, seed: int) -> list[str]:
 
 def softmax_report(seed: int) -> list[str]:
     """Return report lines: the tiled softmax(qK)V against the one-shot formula."""
+    seed = validate.integer("seed", seed, 0, 2**32 - 1)
     rng = np.random.default_rng(seed)
     n, d = 1000, 64
     q, K, V = rng.standard_normal(d) / np.sqrt(d), rng.standard_normal((n, d)), rng.standard_normal((n, d))
@@ -82,8 +88,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", type=int, default=100, help="tokens to generate (default 100)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.tokens < 1:
-        ap.error(f"--tokens must be ≥ 1, got {args.tokens}")
+    if not 1 <= args.tokens <= MAX_TOKENS:
+        ap.error(f"--tokens must be in [1, {MAX_TOKENS}], got {args.tokens}")
+    if not 0 <= args.seed < 2**32:
+        ap.error(f"--seed must be in [0, 2**32), got {args.seed}")
     for block in (decoding_report(args.tokens, args.seed), softmax_report(args.seed), sizing_report()):
         print("\n".join(block))
         print()

@@ -68,7 +68,8 @@ class RequestMetrics:
         for name in ("ttft", "tpot", "e2e"):
             validate.finite_float(name, getattr(self, name), minimum=0.0)
         validate.non_negative_int("preemptions", self.preemptions)
-        itl = tuple(validate.finite_float(f"itl[{i}]", x, minimum=0.0) for i, x in enumerate(self.itl))
+        itl = tuple(validate.finite_float(f"itl[{i}]", x, minimum=0.0)
+                    for i, x in enumerate(validate.items("itl", self.itl)))
         if itl and len(itl) != self.output_tokens - 1:
             raise ValueError(f"itl must hold output_tokens − 1 = {self.output_tokens - 1} gaps "
                              f"(or none), got {len(itl)}")
@@ -80,7 +81,8 @@ class RequestMetrics:
         """Return the metrics of a request that arrived at `arrival`, received its output tokens
         at `token_times` (non-decreasing, at least one) and left at `finish` (≥ the last token)."""
         arrival = validate.finite_float("arrival", arrival)
-        times = [validate.finite_float(f"token_times[{i}]", t) for i, t in enumerate(token_times)]
+        times = [validate.finite_float(f"token_times[{i}]", t)
+                 for i, t in enumerate(validate.items("token_times", token_times))]
         finish = validate.finite_float("finish", finish)
         if not times:
             raise ValueError("token_times must hold at least one output token's time")
@@ -215,7 +217,12 @@ def goodput_fraction(metrics, slo: SLO, tpot: float | None = None) -> float:
     means ``SLO(ttft=ttft, tpot=tpot)``, the form chapter 9 first used.
     """
     if tpot is not None:
-        slo = SLO(ttft=slo, tpot=tpot)
+        if isinstance(slo, SLO):
+            raise validate.ArgumentTypeError("give either slo (an SLO) or two limits (slo=ttft, tpot), not an SLO and tpot")
+        try:
+            slo = SLO(ttft=slo, tpot=tpot)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"slo (the TTFT limit when tpot is given): {e}") from None
     return good_requests(metrics, slo) / len(_check_metrics(metrics))
 
 
@@ -260,7 +267,7 @@ def summary(metrics, duration: float, slo: SLO | None = None,
     """
     metrics = _check_metrics(metrics)
     duration = _check_duration(duration)
-    qs = [validate.finite_float("percentiles", q, 0.0, 100.0) for q in percentiles]
+    qs = [validate.finite_float("percentiles", q, 0.0, 100.0) for q in validate.items("percentiles", percentiles)]
     out_tokens = sum(m.output_tokens for m in metrics)
     in_tokens = sum(m.prompt_tokens for m in metrics)
     result: dict[str, float] = {

@@ -84,7 +84,7 @@ if __name__ == "__main__":
 def prompt_windows(n: int, length: int, seed: int = 0) -> list[list[int]]:
     """Return `n` token windows of `length` characters cut from `PROMPT_TEXT` at seeded offsets."""
     tokens = encode(PROMPT_TEXT)
-    n = validate.non_negative_int("n", n)
+    n = validate.integer("n", n, 0, 10**6)
     length = validate.integer("length", length, 1, len(tokens))
     seed = validate.integer("seed", seed)
     rng = torch.Generator().manual_seed(seed)
@@ -131,6 +131,7 @@ def load(name: str, dtype: torch.dtype = torch.float32) -> GPT:
     """Return the trained model `name` ("target" or "draft") in eval mode."""
     if name not in ("target", "draft"):
         raise ValueError(f"name must be 'target' or 'draft', got {name!r}")
+    validate.torch_dtype("dtype", dtype)
     blob = torch.load(weights_dir() / f"{name}.pt", map_location="cpu", weights_only=True)
     model = GPT(GPTConfig(**blob["config"]))
     model.load_state_dict({k: v.to(torch.float32) for k, v in blob["state_dict"].items()})
@@ -140,6 +141,18 @@ def load(name: str, dtype: torch.dtype = torch.float32) -> GPT:
 def train(config: GPTConfig, tokens: torch.Tensor, steps: int, batch: int, seq_len: int,
           lr: float = 3e-3, seed: int = 0, log_every: int = 100) -> tuple[GPT, list[float]]:
     """Return a model trained by AdamW (cosine schedule) on random windows of `tokens`, and its losses."""
+    validate.gpt_config("config", config)
+    steps = validate.integer("steps", steps, 1, 10**7)
+    batch = validate.integer("batch", batch, 1, 2**16)
+    seq_len = validate.integer("seq_len", seq_len, 1, config.n_positions)
+    tokens = validate.token_tensor("tokens", tokens, config.vocab_size, dims=1)
+    if len(tokens) < seq_len + 2:
+        raise ValueError(f"tokens must hold at least seq_len + 2 = {seq_len + 2} tokens, got {len(tokens)}")
+    lr = validate.finite_float("lr", lr)
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    seed = validate.integer("seed", seed, 0, 2**63 - 1)
+    log_every = validate.non_negative_int("log_every", log_every)
     torch.manual_seed(seed)
     model = GPT(config)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -164,14 +177,18 @@ def train(config: GPTConfig, tokens: torch.Tensor, steps: int, batch: int, seq_l
     return model.eval(), losses
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train the tiny target and draft models.")
     ap.add_argument("--target-steps", type=int, default=2000)
     ap.add_argument("--draft-steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--only", choices=["target", "draft"], default=None)
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    for flag, value, high in (("--target-steps", args.target_steps, 10**7),
+                              ("--draft-steps", args.draft_steps, 10**7), ("--batch", args.batch, 2**16)):
+        if not 1 <= value <= high:
+            ap.error(f"{flag} must be in [1, {high}], got {value}")
     torch.set_num_threads(1)  # small matrices: one thread is as fast and does not fight for cores
     text = corpus_text()
     tokens = torch.tensor(encode(text))
