@@ -133,7 +133,9 @@ def test_refusals_suggest_only_what_would_work():
 
 
 def test_dp_attention_alternative_for_moe_and_mla():
-    for m, g in (("DeepSeek-V3", "8xH200"), ("Mixtral-8x7B", "4xH100")):
+    from inferbook import vllm_logs
+    qwen3_moe = vllm_logs.log_model("Qwen/Qwen3-30B-A3B-Instruct-2507")   # official config
+    for m, g in (("DeepSeek-V3", "8xH200"), ("Mixtral-8x7B", "4xH100"), (qwen3_moe, "4xH100")):
         p = recommend(m, g, Workload("chat", context_tokens=16384, concurrency=256))
         alt = dict(p.alternatives)["dp attention + expert parallel"]
         assert alt.value is not None and alt.value["held"] > 0 and alt.value["tokens_per_s"] > 0
