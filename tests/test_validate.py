@@ -129,7 +129,7 @@ def test_negative_positions(model):
     paged = PagedKVCache(BlockAllocator(2, 4), 1, 1, 2)
     paged.add_sequence("s")
     paged.append_slots("s", 3)
-    with pytest.raises(ValueError, match="token range -1..3"):
+    with pytest.raises(ValueError, match="token range start=-1..stop=3"):
         paged.slots("s", -1)
 
 

@@ -266,7 +266,8 @@ class BlockManager:
         stop = self._lengths[seq_id] if stop is None else validate.integer("stop", stop)
         start = validate.integer("start", start)
         if not 0 <= start <= stop <= self._lengths[seq_id]:
-            raise ValueError(f"token range {start}..{stop} outside 0..{self._lengths[seq_id]}")
+            raise ValueError(f"token range start={start}..stop={stop} outside 0..{self._lengths[seq_id]}"
+                             " (0 ≤ start ≤ stop ≤ the sequence's length)")
         bs = self.block_size
         return [table[t // bs] * bs + t % bs for t in range(start, stop)]
 

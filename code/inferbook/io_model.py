@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 from . import validate
+from .arith import ceil_div
 
 # The counting functions step through every tile; refuse sizes whose loops would not finish.
 MAX_TILE_STEPS = 10**7
@@ -147,7 +148,7 @@ def flash_attention_io(n: int, d: int, sram_elems: int, causal: bool = False) ->
     sram = Sram(sram_elems)
     block_q = max(1, sram_elems // (6 * d))
     block_k = min(block_q, d)
-    _check_steps(-(-n // block_q) * -(-n // block_k), n, sram_elems)
+    _check_steps(ceil_div(n, block_q) * ceil_div(n, block_k), n, sram_elems)
     for qs in range(0, n, block_q):
         br = min(block_q, n - qs)
         sram.load(br * d)  # Q tile
@@ -191,8 +192,8 @@ def _tiled_matmul(sram: Sram, rows: int, cols: int, inner: int) -> None:
 def _standard_steps(n: int, d: int, sram_elems: int) -> int:
     """Return about how many tile steps `standard_attention_io` takes (its loops' trip counts)."""
     b = max(1, min(n, math.isqrt(sram_elems // 3)))  # b*b + 2*b*b_k <= M with b_k <= b
-    softmax = n if 2 * n <= sram_elems else 2 * n * -(-n // max(1, sram_elems // 2))
-    return 2 * -(-n // b) ** 2 * -(-d // min(d, b)) + softmax
+    softmax = n if 2 * n <= sram_elems else 2 * n * ceil_div(n, max(1, sram_elems // 2))
+    return 2 * ceil_div(n, b) ** 2 * ceil_div(d, min(d, b)) + softmax
 
 
 def _largest(fits, upper: int) -> int:

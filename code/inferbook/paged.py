@@ -194,6 +194,10 @@ class PagedKVCache:
         for name, t in (("k", k), ("v", v)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if not t.dtype.is_floating_point:
+                raise validate.ArgumentTypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+        if want[0] and torch.unique(slots).numel() != want[0]:
+            raise ValueError("slots must be distinct: two rows written to one slot would overwrite each other")
         if k.shape != want or v.shape != want:
             raise ValueError(f"k and v must both be {list(want)}, got {tuple(k.shape)} and {tuple(v.shape)}")
         if want[0]:

@@ -1,0 +1,420 @@
+"""Adversarial calls on the public API (issue 26 item 4): every bad argument is refused with a
+ValueError/TypeError that names it, a rejected call changes nothing, NumPy integers count as
+integers, and sizes that could never finish (2**63 blocks, requests, steps) are refused instead
+of hanging or overflowing.
+
+Each spec below is a function, a valid call, and the kind of each argument; the probes are the
+kind's bad values (wrong type, None, bool, NaN, ±inf, 0, negatives, 2**63), generated here.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from inferbook import (arith, blocks, decode, io_model, kv_cache, main, metrics, paged,
+                       prefix_cache, roofline, simulate as sim, softmax, speculation_math,
+                       speculative, steploop, tiny_lm, workload)
+from inferbook.gpt import GPT, GPTConfig
+from inferbook.hardware import gpu
+from inferbook.validate import ArgumentTypeError
+
+torch.manual_seed(0)
+CFG = GPTConfig(vocab_size=64, n_positions=64, n_embd=16, n_layer=2, n_head=2)
+MODEL = GPT(CFG).eval()
+H100 = gpu("H100 SXM")
+R = steploop.Request
+HUGE = 2**63
+
+BAD = {
+    "int+": ["x", None, True, 1.5, -1, 0, math.nan, math.inf, []],
+    "int0": ["x", None, True, 1.5, -1, math.nan, math.inf, []],
+    "float+": ["x", None, True, math.nan, math.inf, -math.inf, -1.0, 0.0, []],
+    "float0": ["x", None, True, math.nan, math.inf, -1.0, []],
+    "float": ["x", None, True, math.nan, math.inf, -math.inf, []],
+    "opt+": ["x", True, math.nan, math.inf, -1.0, 0.0, []],  # None means "the default" here
+    "opt": ["x", 1, 2.5, []],
+    "running_max": ["x", None, math.nan, math.inf, [[1.0]]],
+    "bool": ["x", None, 1, 0.0],
+    "list": ["x", None, 1, 2.5],
+    "tensor": ["x", None, 1, [[1.0]]],
+}
+
+
+def requests():
+    return [R(i, (1, 2, 3, 4), 3, 0.0) for i in range(3)]
+
+
+def rmetrics():
+    return [metrics.RequestMetrics(i, 4, 3, 0.1 * (i + 1), 0.01, 0.5) for i in range(3)]
+
+
+def books():
+    m = blocks.BlockManager(blocks.BlockAllocator(8, 4))
+    m.add_sequence(0)
+    m.reserve(0, 5)
+    return m
+
+
+def pcache():
+    c = paged.PagedKVCache(blocks.BlockAllocator(8, 4), 2, 2, 8)
+    c.add_sequence(0)
+    c.append_slots(0, 5)
+    return c
+
+
+def sram():
+    s = io_model.Sram(100)
+    s.alloc(20)
+    return s
+
+
+def sched():
+    return steploop.Scheduler(sim.bookkeeping_cache(16, 4), 4, 32)
+
+
+CM = sim.CostModel.for_gpu("Llama-3.1-8B", "H100 SXM")
+DEP = sim.Deployment("Llama-3.1-8B", "H100 SXM", 1, 8, 512)
+P_TARGET = torch.softmax(torch.randn(3, 64), -1)
+Q_DRAFT = torch.softmax(torch.randn(3, 64), -1)
+
+# (name, make() -> (callable, state objects), valid kwargs, {arg: kind})
+SPECS = [
+    ("ceil_div", lambda: (arith.ceil_div, []), dict(n=7, d=2), {"n": "int0", "d": "int+"}),
+    ("forward_cost", lambda: (roofline.forward_cost, []),
+     dict(n_params=1e9, n_layer=2, d_attn=64, kv_dim=64, batch=2, new_tokens=3, past_tokens=4),
+     {"n_params": "float+", "n_layer": "int+", "d_attn": "int+", "kv_dim": "int+", "batch": "int+",
+      "new_tokens": "int+", "past_tokens": "float0"}),
+    ("attainable_flops", lambda: (roofline.attainable_flops, []), dict(gpu=H100, intensity=10.0),
+     {"intensity": "float0", "gpu": "opt"}),
+    ("bound", lambda: (roofline.bound, []), dict(gpu=H100, intensity=10.0), {"intensity": "float0"}),
+    ("ForwardCost", lambda: (roofline.ForwardCost, []), dict(flops=1e9, bytes_moved=1e6),
+     {"flops": "float0", "bytes_moved": "float0"}),
+    ("time_bound", lambda: (roofline.time_bound, []), dict(gpu=H100, flops=1e9, bytes_moved=1e6, peak_flops=1e12),
+     {"flops": "float0", "bytes_moved": "float0", "peak_flops": "opt+"}),
+    ("TimeBound", lambda: (roofline.TimeBound, []), dict(compute_s=1.0, memory_s=2.0),
+     {"compute_s": "float0", "memory_s": "float0"}),
+    ("num_kv_splits", lambda: (roofline.num_kv_splits, []),
+     dict(batch=1, kv_heads=8, context=4096, num_sms=132, min_tokens_per_split=256),
+     {"batch": "int+", "kv_heads": "int+", "context": "int+", "num_sms": "int+"}),
+    ("critical_tokens", lambda: (roofline.critical_tokens, []), dict(gpu=H100, flops_per_token=2e9, weight_bytes=2e9),
+     {"flops_per_token": "float+", "weight_bytes": "float+"}),
+    ("smem_bytes_per_s", lambda: (roofline.smem_bytes_per_s, []), dict(gpu=H100, clock_hz=1.5e9, bytes_per_clock=128),
+     {"clock_hz": "opt+", "bytes_per_clock": "int+"}),
+    ("attention_ceiling_flops", lambda: (roofline.attention_ceiling_flops, []),
+     dict(gpu=H100, n=1024, d=64, algorithm="flash", peak_flops=1e12), {"peak_flops": "opt+"}),
+    ("IOCount", lambda: (io_model.IOCount, []), dict(reads=1, writes=1, flops=1, peak_sram=1),
+     {"reads": "int0", "writes": "int0", "flops": "int0", "peak_sram": "int0"}),
+    ("Sram", lambda: (io_model.Sram, []), dict(capacity=100), {"capacity": "int+"}),
+    *[(f"Sram.{m}", lambda m=m: (lambda s: (getattr(s, m), [s]))(sram()), dict(n=10), {"n": "int0"})
+      for m in ("load", "alloc", "store", "free")],
+    ("standard_attention_io", lambda: (io_model.standard_attention_io, []), dict(n=64, d=16, sram_elems=4096),
+     {"n": "int+", "d": "int+", "sram_elems": "int+"}),
+    ("flash_attention_io", lambda: (io_model.flash_attention_io, []), dict(n=64, d=16, sram_elems=4096, causal=False),
+     {"n": "int+", "d": "int+", "sram_elems": "int+", "causal": "bool"}),
+    ("theorem2_flash_bound", lambda: (io_model.theorem2_flash_bound, []), dict(n=64, d=16, sram_elems=4096),
+     {"n": "int+", "d": "int+", "sram_elems": "int+"}),
+    ("theorem2_standard_bound", lambda: (io_model.theorem2_standard_bound, []), dict(n=64, d=16),
+     {"n": "int+", "d": "int+"}),
+    ("kv_passes", lambda: (io_model.kv_passes, []), dict(n=64, d=16, sram_elems=4096, rows_divisor=6),
+     {"n": "int+", "d": "int+", "rows_divisor": "int+"}),
+    ("standard_attention_intensity", lambda: (io_model.standard_attention_intensity, []),
+     dict(n=64, d=16, bytes_per_element=2), {"n": "int+", "bytes_per_element": "float+"}),
+    ("attention_intensity", lambda: (io_model.attention_intensity, []),
+     dict(count=io_model.IOCount(10, 10, 100, 5), bytes_per_element=2), {"bytes_per_element": "float+"}),
+    ("expected_tokens_per_pass", lambda: (speculation_math.expected_tokens_per_pass, []), dict(alpha=0.7, k=4),
+     {"alpha": "float0", "k": "int0"}),
+    ("online_update", lambda: (softmax.online_update, []), dict(m=-np.inf, l=0.0, scores=np.arange(5.0)),
+     {"m": "running_max", "l": "running_max", "scores": "list"}),
+    ("BlockAllocator", lambda: (blocks.BlockAllocator, []), dict(num_blocks=8, block_size=4),
+     {"num_blocks": "int+", "block_size": "int+"}),
+    ("blocks_for", lambda: (blocks.blocks_for, []), dict(num_tokens=9, block_size=4),
+     {"num_tokens": "int0", "block_size": "int+"}),
+    ("OutOfBlocksError", lambda: (blocks.OutOfBlocksError, []), dict(needed=3, free=1), {"needed": "int0", "free": "int0"}),
+    ("BlockManager.reserve", lambda: (lambda b: (b.reserve, [b]))(books()), dict(seq_id=0, n=3), {"n": "int0"}),
+    ("BlockManager.slots", lambda: (lambda b: (b.slots, [b]))(books()), dict(seq_id=0, start=0, stop=3),
+     {"start": "int0"}),
+    ("BlockManager.admission_cost", lambda: (lambda b: (b.admission_cost, [b]))(books()),
+     dict(num_tokens=5, hit_blocks=()), {"num_tokens": "int0", "hit_blocks": "list"}),
+    ("PagedKVCache", lambda: (paged.PagedKVCache, []),
+     dict(allocator=blocks.BlockAllocator(8, 4), n_layers=2, n_kv_heads=2, head_dim=8, dtype=torch.float32, device="cpu"),
+     {"n_layers": "int+", "n_kv_heads": "int+", "head_dim": "int+", "dtype": "list", "device": "list"}),
+    ("PagedKVCache.for_model", lambda: (paged.PagedKVCache.for_model, []), dict(config=CFG, num_blocks=8, block_size=4),
+     {"config": "list", "num_blocks": "int+", "block_size": "int+"}),
+    ("PagedKVCache.append_slots", lambda: (lambda c: (c.append_slots, [c]))(pcache()), dict(seq_id=0, n=3),
+     {"n": "int0"}),
+    ("PagedKVCache.write", lambda: (lambda c: (c.write, [c]))(pcache()),
+     dict(layer=0, slots=torch.tensor([0, 1]), k=torch.ones(2, 2, 8), v=torch.ones(2, 2, 8)),
+     {"layer": "int0", "slots": "tensor", "k": "tensor", "v": "tensor"}),
+    ("PagedKVCache.gather", lambda: (lambda c: (c.gather, [c]))(pcache()), dict(layer=0, seq_id=0, stop=3),
+     {"layer": "int0"}),
+    ("BatchCacheView", lambda: (lambda c: (paged.BatchCacheView, [c]))(pcache()), dict(cache=pcache(), seq_ids=[0]),
+     {"cache": "list", "seq_ids": "list"}),
+    ("hash_block", lambda: (prefix_cache.hash_block, []), dict(parent_hash=0, block_tokens=[1, 2, 3, 4]),
+     {"parent_hash": "int0", "block_tokens": "list"}),
+    ("block_hashes", lambda: (prefix_cache.block_hashes, []), dict(tokens=list(range(9)), block_size=4),
+     {"tokens": "list", "block_size": "int+"}),
+    ("replay", lambda: (prefix_cache.replay, []),
+     dict(requests=[(list(range(10)), [1, 2]), (list(range(10)), [3])], num_blocks=16, block_size=4),
+     {"requests": "list", "num_blocks": "int+", "block_size": "int+"}),
+    ("score_forked", lambda: (prefix_cache.score_forked, []),
+     dict(model=MODEL, prompt=[1, 2, 3, 4, 5], completions=[[1, 2], [3]], block_size=4),
+     {"model": "list", "prompt": "list", "completions": "list"}),
+    ("RequestMetrics", lambda: (metrics.RequestMetrics, []),
+     dict(request_id=0, prompt_tokens=4, output_tokens=3, ttft=0.1, tpot=0.01, e2e=0.5, itl=(0.01, 0.01)),
+     {"prompt_tokens": "int0", "ttft": "float0", "tpot": "float0", "e2e": "float0", "itl": "list"}),
+    ("RequestMetrics.from_times", lambda: (metrics.RequestMetrics.from_times, []),
+     dict(request_id=0, prompt_tokens=4, arrival=0.0, token_times=[0.1, 0.2], finish=0.3),
+     {"token_times": "list"}),
+    ("SLO", lambda: (metrics.SLO, []), dict(ttft=1.0, tpot=0.1), {"ttft": "opt+", "tpot": "opt+"}),
+    ("percentile", lambda: (metrics.percentile, []), dict(metrics=rmetrics(), name="ttft", q=50.0),
+     {"metrics": "list", "q": "float0"}),
+    ("goodput", lambda: (metrics.goodput, []), dict(metrics=rmetrics(), slo=metrics.SLO(ttft=1.0), duration=2.0),
+     {"duration": "float+"}),
+    ("summary", lambda: (metrics.summary, []), dict(metrics=rmetrics(), duration=2.0, percentiles=(50.0, 90.0)),
+     {"duration": "float+", "percentiles": "list"}),
+    ("mixed_workload", lambda: (workload.mixed_workload, []), dict(n_requests=4, vocab=64, max_output=96, seed=0),
+     {"n_requests": "int0", "max_output": "int+", "seed": "int0"}),
+    ("fixed_workload", lambda: (workload.fixed_workload, []), dict(n_requests=4, prompt_tokens=8, output_tokens=4, rate=1.0),
+     {"n_requests": "int+", "prompt_tokens": "int+", "output_tokens": "int+", "rate": "opt+"}),
+    ("poisson_arrivals", lambda: (workload.poisson_arrivals, []), dict(requests=requests(), rate=2.0),
+     {"requests": "list", "rate": "float+"}),
+    ("agent_workload", lambda: (workload.agent_workload, []),
+     dict(n_conversations=2, turns=2, system_tokens=10, tools_tokens=10, user_tokens=(2, 5), reply_tokens=(2, 5), vocab=100),
+     {"n_conversations": "int0", "turns": "int0", "system_tokens": "int0", "vocab": "int+"}),
+    ("Request", lambda: (steploop.Request, []), dict(request_id=0, prompt=(1, 2), max_new_tokens=2, arrival_time=0.0),
+     {"prompt": "list", "max_new_tokens": "int+", "arrival_time": "float0"}),
+    ("Scheduler", lambda: (steploop.Scheduler, []), dict(cache=sim.bookkeeping_cache(16, 4), max_num_seqs=4,
+                                                         max_num_batched_tokens=32, chunked_prefill=False),
+     {"cache": "list", "max_num_seqs": "int+", "max_num_batched_tokens": "int+", "chunked_prefill": "bool"}),
+    ("Scheduler.end_static_batch", lambda: (lambda s: (s.end_static_batch, [s]))(sched()), dict(t_done=1.0),
+     {"t_done": "float"}),
+    ("StepRecord", lambda: (steploop.StepRecord, []),
+     dict(time=1.0, running=1, waiting=0, prefill_tokens=1, decode_tokens=1, blocks_used=1),
+     {"running": "int0", "waiting": "int0", "blocks_used": "int0"}),
+    ("check_requests", lambda: (steploop.check_requests, []),
+     dict(requests=requests(), scheduler=sched(), executor=sim.CostExecutor(CM)),
+     {"requests": "list", "scheduler": "list", "executor": "list"}),
+    ("Efficiency", lambda: (sim.Efficiency, []), dict(flops_efficiency=0.5, step_overhead_s=0.0),
+     {"flops_efficiency": "float+", "step_overhead_s": "float0"}),
+    ("StepCost", lambda: (sim.StepCost, []), dict(compute_s=1.0, memory_s=1.0, comm_s=0.0, overhead_s=0.0),
+     {"compute_s": "float0", "memory_s": "float0", "comm_s": "float0", "overhead_s": "float0"}),
+    ("CostModel.for_gpu", lambda: (sim.CostModel.for_gpu, []), dict(spec="Llama-3.1-8B", gpu="H100 SXM", tp=1),
+     {"tp": "int+", "gpu": "list", "eff": "opt", "kv_dtype": "list", "weight_dtype": "list"}),
+    ("CostModel.step_time", lambda: (CM.step_time, [CM]), dict(shapes=[(1, 10), (5, 0)]), {"shapes": "list"}),
+    ("CostExecutor.wait", lambda: (lambda e: (e.wait, [e]))(sim.CostExecutor(CM)), dict(now=0.0, next_arrival=1.0),
+     {"now": "float", "next_arrival": "float"}),
+    ("simulate", lambda: (sim.simulate, []), dict(requests=requests(), cost=CM, num_blocks=16, block_size=4),
+     {"requests": "list", "num_blocks": "int+", "block_size": "int+"}),
+    ("kv_blocks", lambda: (sim.kv_blocks, []), dict(spec="Llama-3.1-8B", gpu="H100 SXM", tp=1),
+     {"tp": "int+", "block_size": "int+", "kv_dtype": "list", "weight_dtype": "list"}),
+    ("FittedGPUModel", lambda: (sim.FittedGPUModel, []), dict(eff=sim.Efficiency(), n_fit=3, held_out_errors=(0.1,)),
+     {"eff": "opt", "n_fit": "int0", "held_out_errors": "list"}),
+    ("decode_step_time", lambda: (sim.decode_step_time, []),
+     dict(spec="Llama-3.1-8B", gpu="H100 SXM", tp=1, batch=4, context=100),
+     {"tp": "int+", "batch": "int+", "context": "int+", "eff": "opt", "kv_dtype": "list"}),
+    ("decode_tokens_per_s", lambda: (sim.decode_tokens_per_s, []),
+     dict(spec="Llama-3.1-8B", gpu="H100 SXM", tp=1, batch=4, context=100), {"batch": "int+", "weight_dtype": "list"}),
+    ("Deployment", lambda: (sim.Deployment, []), dict(spec="Llama-3.1-8B", gpu="H100 SXM", tp=1, max_num_seqs=8),
+     {"tp": "int+", "max_num_seqs": "int+", "kv_dtype": "list", "chunked_prefill": "bool"}),
+    ("split_round_robin", lambda: (sim.split_round_robin, []), dict(requests=requests(), replicas=2),
+     {"requests": "list", "replicas": "int+"}),
+    ("run_replicas", lambda: (sim.run_replicas, []), dict(dep=DEP, requests=requests(), replicas=2),
+     {"dep": "list", "requests": "list", "replicas": "int+"}),
+    ("disaggregated", lambda: (sim.disaggregated, []),
+     dict(dep_prefill=DEP, dep_decode=DEP, requests=requests(), n_prefill=1, n_decode=1),
+     {"requests": "list", "n_prefill": "int+", "n_decode": "int+", "link_bytes_per_s": "opt+"}),
+    ("decide_capacity", lambda: (sim.decide_capacity, []),
+     dict(spec="Llama-3.1-8B", gpu_name="H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8,
+          ttft_p90_s=1.0, tpot_p90_s=0.1, max_gpus=1, n_requests=20),
+     {"request_rate": "float+", "prompt_tokens": "int+", "output_tokens": "int+", "ttft_p90_s": "float+",
+      "tpot_p90_s": "float+", "max_gpus": "int+", "n_requests": "int+", "kv_dtype": "list"}),
+    ("KVCache", lambda: (kv_cache.KVCache, []), dict(n_layers=2, batch=1, n_heads=2, max_len=16, head_dim=8),
+     {"n_layers": "int+", "batch": "int+", "max_len": "int+", "dtype": "list", "device": "list"}),
+    ("KVCache.for_model", lambda: (kv_cache.KVCache.for_model, []), dict(config=CFG, batch=1, max_len=16),
+     {"config": "list", "batch": "int+"}),
+    ("KVCache.update", lambda: (lambda c: (c.update, [c]))(kv_cache.KVCache(2, 1, 2, 16, 8)),
+     dict(layer=0, k_new=torch.ones(1, 2, 3, 8), v_new=torch.ones(1, 2, 3, 8), pos=0),
+     {"layer": "int0", "k_new": "tensor", "v_new": "tensor", "pos": "int0"}),
+    ("ConcatKVCache.begin_step", lambda: (lambda c: (c.begin_step, [c]))(kv_cache.ConcatKVCache(2)), dict(pos=0, n=3),
+     {"n": "int+"}),
+    ("generate_cached", lambda: (decode.generate_cached, []), dict(model=MODEL, prompt=torch.tensor([[1, 2, 3]]), new_tokens=3),
+     {"model": "list", "prompt": "tensor", "new_tokens": "int+"}),
+    ("naive_counts", lambda: (decode.naive_counts, []), dict(prompt_len=3, new_tokens=3),
+     {"prompt_len": "int+", "new_tokens": "int+"}),
+    ("probabilities", lambda: (speculative.probabilities, []), dict(logits=torch.randn(3, 64), temperature=1.0),
+     {"logits": "tensor", "temperature": "float0"}),
+    ("residual", lambda: (speculative.residual, []), dict(p=P_TARGET, q=Q_DRAFT), {"p": "tensor", "q": "tensor"}),
+    ("acceptance_probability", lambda: (speculative.acceptance_probability, []), dict(p=P_TARGET, q=Q_DRAFT),
+     {"p": "tensor", "q": "tensor"}),
+    ("sample_generate", lambda: (speculative.sample_generate, []),
+     dict(model=MODEL, prompt=torch.tensor([[1, 2, 3]]), new_tokens=4, temperature=1.0),
+     {"model": "list", "new_tokens": "int+", "temperature": "float0"}),
+    ("prompt_windows", lambda: (tiny_lm.prompt_windows, []), dict(n=2, length=8), {"n": "int0", "length": "int+"}),
+    ("tiny_lm.train", lambda: (tiny_lm.train, []),
+     dict(config=CFG, tokens=torch.randint(0, 64, (200,)), steps=1, batch=2, seq_len=8, log_every=0),
+     {"config": "list", "tokens": "tensor", "steps": "int+", "batch": "int+", "seq_len": "int+", "lr": "float+",
+      "log_every": "int0"}),
+    ("decoding_report", lambda: (main.decoding_report, []), dict(tokens=3, seed=0), {"tokens": "int+", "seed": "int0"}),
+    ("softmax_report", lambda: (main.softmax_report, []), dict(seed=0), {"seed": "int0"}),
+]
+
+SLOW = {"decide_capacity", "disaggregated", "run_replicas", "tiny_lm.train", "decoding_report",
+        "generate_cached", "sample_generate", "score_forked"}
+
+
+def snapshot(x, depth=0):
+    """A comparable picture of an object's state (tensors by value, objects by their fields)."""
+    if depth > 6:
+        return type(x).__name__
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), x.detach().flatten()[:4096].tolist())
+    if isinstance(x, dict):
+        return [(snapshot(k, depth + 1), snapshot(v, depth + 1)) for k, v in x.items()]
+    if isinstance(x, (list, tuple)) or type(x).__name__ == "deque":
+        return [snapshot(v, depth + 1) for v in x]
+    if isinstance(x, (set, frozenset)):
+        return sorted(repr(v) for v in x)
+    if isinstance(x, (int, float, str, bool, type(None))) or callable(x):
+        return repr(x)
+    if hasattr(x, "__dict__"):
+        return (type(x).__name__, snapshot(vars(x), depth + 1))
+    return repr(x)
+
+
+def _probes():
+    for name, make, kwargs, kinds in SPECS:
+        for arg, kind in kinds.items():
+            for bad in BAD[kind]:
+                if name in SLOW and bad not in (None, "x", HUGE, -1, math.nan):
+                    continue  # the slow calls get the main probes only
+                marks = []
+                yield pytest.param(make, kwargs, arg, bad, id=f"{name}-{arg}={bad!r}"[:80], marks=marks)
+
+
+@pytest.mark.parametrize("make, kwargs, arg, bad", list(_probes()))
+def test_bad_argument_is_refused_by_name_and_changes_nothing(make, kwargs, arg, bad):
+    fn, state = make()
+    before = snapshot(state)
+    with pytest.raises((ValueError, TypeError)) as info:
+        fn(**{**kwargs, arg: bad})
+    assert not type(info.value).__module__.startswith("torch"), f"a raw torch error: {info.value}"
+    assert arg.lower() in str(info.value).lower(), f"the message does not name {arg}: {info.value}"
+    assert snapshot(state) == before, "a rejected call changed the object"
+
+
+@pytest.mark.parametrize("name, make, kwargs, kinds",
+                         [pytest.param(*s, id=s[0]) for s in SPECS if s[0] not in SLOW])
+def test_numpy_integers_are_integers(name, make, kwargs, kinds):
+    ints = {a: np.int64(kwargs[a]) for a, k in kinds.items() if k in ("int+", "int0") and a in kwargs}
+    if not ints:
+        pytest.skip("no integer arguments")
+    fn, _ = make()
+    fn(**{**kwargs, **ints})  # accepted, like the plain ints
+
+
+# --- calls in the wrong state or beyond what could ever run ------------------------------------------
+
+def test_a_request_longer_than_the_whole_pool_is_a_value_error_and_changes_nothing():
+    b = books()
+    before = snapshot(b)
+    with pytest.raises(ValueError, match="n=100"):
+        b.reserve(0, 100)
+    with pytest.raises(blocks.OutOfBlocksError):  # still an OutOfBlocksError for a scheduler
+        b.reserve(0, 100)
+    assert snapshot(b) == before
+
+
+def test_preempting_or_finishing_a_sequence_that_is_not_running_frees_nothing():
+    s = sched()
+    seq = steploop.Sequence.from_request(requests()[0])
+    s.add(seq)
+    s.schedule(0.0)
+    stranger = steploop.Sequence.from_request(R(7, (1, 2), 2))
+    before = snapshot(s)
+    for call in (s.preempt, s.finish):
+        with pytest.raises(ValueError, match="not running"):
+            call(stranger)
+    assert snapshot(s) == before
+
+
+def test_empty_request_lists_are_refused():
+    with pytest.raises(ValueError, match="requests"):
+        sim.simulate([], CM, num_blocks=16, block_size=4)
+    with pytest.raises(ValueError, match="requests"):
+        sim.run_replicas(DEP, [], 2)
+    with pytest.raises(ValueError, match="requests"):
+        sim.split_round_robin([], 2)
+
+
+def test_empty_slots_from_append_slots_are_written_as_nothing():
+    c = pcache()
+    slots = c.append_slots(0, 0)
+    before = snapshot(c)
+    c.write(0, slots, torch.ones(0, 2, 8), torch.ones(0, 2, 8))
+    assert snapshot(c) == before
+    with pytest.raises(ValueError, match="slots"):
+        c.write(0, torch.tensor([0, 0]), torch.ones(2, 2, 8), torch.ones(2, 2, 8))
+
+
+def test_counting_models_refuse_sizes_they_could_not_step_through():
+    with pytest.raises(ValueError, match="n="):
+        io_model.standard_attention_io(2**20, 64, 3)
+    with pytest.raises(ValueError, match="n="):
+        io_model.flash_attention_io(2**40, 16, 4096)
+    assert decode.naive_counts(2**40, 2**40)[0] > 0  # closed form: instant
+
+
+def test_intensity_of_nothing_moved_is_refused():
+    with pytest.raises(ValueError, match="bytes_moved"):
+        roofline.ForwardCost(1.0, 0.0).intensity
+    with pytest.raises(ValueError, match="count"):
+        io_model.attention_intensity(io_model.IOCount())
+
+
+def test_sram_refuses_to_free_or_store_what_it_does_not_hold():
+    s = sram()
+    before = snapshot(s)
+    for call in (s.free, s.store):
+        with pytest.raises(ValueError, match="n=30"):
+            call(30)
+    assert snapshot(s) == before
+
+
+def test_goodput_fraction_two_limit_form_names_slo():
+    with pytest.raises(TypeError, match="slo"):
+        metrics.goodput_fraction(rmetrics(), metrics.SLO(ttft=1.0), tpot=0.1)
+    with pytest.raises(ValueError, match="slo"):
+        metrics.goodput_fraction(rmetrics(), -1.0, tpot=0.1)
+
+
+@pytest.mark.parametrize("argv", [["--tokens", "0"], ["--tokens", "99999"], ["--seed", "-1"],
+                                  ["--tokens", "x"], ["--bogus"]])
+def test_main_cli_refuses_bad_flags_with_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main.main(argv)
+    assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--target-steps", "-5"], ["--draft-steps", "0"], ["--batch", "0"],
+                                  ["--only", "nope"]])
+def test_tiny_lm_cli_refuses_bad_flags_with_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        tiny_lm.main(argv)
+    assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_a_rejected_simulator_call_changes_no_argument():
+    reqs = requests()
+    dep, before = copy.deepcopy(DEP), snapshot(reqs)
+    for call in (lambda: sim.run_replicas(DEP, reqs, 0), lambda: sim.disaggregated(DEP, DEP, reqs, 1, HUGE),
+                 lambda: DEP.run(reqs, num_blocks=0)):
+        with pytest.raises((ValueError, TypeError)):
+            call()
+    assert snapshot(reqs) == before and DEP == dep
