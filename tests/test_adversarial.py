@@ -84,7 +84,7 @@ Q_DRAFT = torch.softmax(torch.randn(3, 64), -1)
 
 # (name, make() -> (callable, state objects), valid kwargs, {arg: kind})
 SPECS = [
-    ("ceil_div", lambda: (arith.ceil_div, []), dict(n=7, d=2), {"n": "int0", "d": "int+"}),
+    ("ceil_div", lambda: (arith.ceil_div, []), dict(n=7, d=2), {"n": "float0", "d": "float+"}),
     ("forward_cost", lambda: (roofline.forward_cost, []),
      dict(n_params=1e9, n_layer=2, d_attn=64, kv_dim=64, batch=2, new_tokens=3, past_tokens=4),
      {"n_params": "float+", "n_layer": "int+", "d_attn": "int+", "kv_dim": "int+", "batch": "int+",
@@ -418,3 +418,53 @@ def test_a_rejected_simulator_call_changes_no_argument():
         with pytest.raises((ValueError, TypeError)):
             call()
     assert snapshot(reqs) == before and DEP == dep
+
+
+# --- sizes that could never finish: refused at once, not a hang, an overflow or a raw error --------
+
+HUGE_CALLS = [
+    ("BlockAllocator", lambda: blocks.BlockAllocator(HUGE, 4), "num_blocks"),
+    ("bookkeeping_cache", lambda: sim.bookkeeping_cache(HUGE), "num_blocks"),
+    ("PagedKVCache", lambda: paged.PagedKVCache(blocks.BlockAllocator(8, 4), HUGE, 2, 8), "n_layers"),
+    ("KVCache", lambda: kv_cache.KVCache(2, 1, 2, HUGE, 8), "max_len"),
+    ("ConcatKVCache", lambda: kv_cache.ConcatKVCache(HUGE), "n_layers"),
+    ("ConcatKVCache.begin_step", lambda: kv_cache.ConcatKVCache(2).begin_step(0, HUGE), "n"),
+    ("BlockManager.reserve", lambda: books().reserve(0, HUGE), "n"),
+    ("PagedKVCache.append_slots", lambda: pcache().append_slots(0, HUGE), "n"),
+    ("standard_attention_io", lambda: io_model.standard_attention_io(HUGE, 64, 4096), "n"),
+    ("flash_attention_io", lambda: io_model.flash_attention_io(64, 16, HUGE // 2 + 1) and
+     io_model.flash_attention_io(HUGE, 16, 4096), "n"),
+    ("mixed_workload", lambda: workload.mixed_workload(HUGE, vocab=64), "n_requests"),
+    ("fixed_workload", lambda: workload.fixed_workload(HUGE, 8, 4), "n_requests"),
+    ("fixed_workload prompt", lambda: workload.fixed_workload(2, HUGE, 4), "prompt_tokens"),
+    ("agent_workload", lambda: workload.agent_workload(n_conversations=HUGE), "n_conversations"),
+    ("agent_workload turns", lambda: workload.agent_workload(n_conversations=10**4, turns=10**4), "turns"),
+    ("split_round_robin", lambda: sim.split_round_robin(requests(), HUGE), "replicas"),
+    ("run_replicas", lambda: sim.run_replicas(DEP, requests(), HUGE), "replicas"),
+    ("disaggregated", lambda: sim.disaggregated(DEP, DEP, requests(), HUGE, 1), "n_prefill"),
+    ("decode_step_time", lambda: sim.decode_step_time("Llama-3.1-8B", "H100 SXM", 1, HUGE, 100), "batch"),
+    ("decide_capacity max_gpus", lambda: sim.decide_capacity(
+        "Llama-3.1-8B", "H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
+        tpot_p90_s=0.1, max_gpus=HUGE), "max_gpus"),
+    ("decide_capacity n_requests", lambda: sim.decide_capacity(
+        "Llama-3.1-8B", "H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
+        tpot_p90_s=0.1, n_requests=HUGE), "n_requests"),
+    ("prompt_windows", lambda: tiny_lm.prompt_windows(HUGE, 8), "n"),
+    ("tiny_lm.train", lambda: tiny_lm.train(CFG, torch.randint(0, 64, (200,)), HUGE, 2, 8), "steps"),
+    ("decoding_report", lambda: main.decoding_report(HUGE, 0), "tokens"),
+    ("replay", lambda: prefix_cache.replay([([1, 2], [3])], HUGE), "num_blocks"),
+]
+
+
+@pytest.mark.parametrize("call, arg", [pytest.param(c, a, id=n) for n, c, a in HUGE_CALLS])
+def test_a_size_that_could_never_finish_is_refused_by_name(call, arg):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert arg in str(info.value), str(info.value)
+
+
+def test_ceil_div_accepts_what_it_did_and_refuses_a_zero_divisor():
+    assert arith.ceil_div(7, 2) == arith.ceil_div(np.int64(7), np.int32(2)) == 4
+    assert arith.ceil_div(7.5, 2) == 4.0  # real numbers, as before (sizing passes none, callers may)
+    with pytest.raises(ValueError, match="d must be > 0"):
+        arith.ceil_div(7, 0)
