@@ -468,3 +468,34 @@ def test_ceil_div_accepts_what_it_did_and_refuses_a_zero_divisor():
     assert arith.ceil_div(7.5, 2) == 4.0  # real numbers, as before (sizing passes none, callers may)
     with pytest.raises(ValueError, match="d must be > 0"):
         arith.ceil_div(7, 0)
+
+
+def test_rates_of_nothing_are_refused_not_a_zero_division():
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        prefix_cache.ReplayStats(0, 0, 0, 0, 0).hit_rate
+    with pytest.raises(ValueError, match="hit_tokens"):
+        prefix_cache.ReplayStats(1, 5, 9, 0, 0)
+    with pytest.raises(ValueError, match="rounds"):
+        speculative.SpeculativeResult(torch.tensor([[1]])).tokens_per_target_pass()
+
+    class Instant:
+        name = "instant"
+
+        def step_time(self, shapes):
+            return 0.0
+
+    result = sim.simulate([R(0, (1, 2), 2)], Instant(), num_blocks=8, block_size=4)
+    with pytest.raises(ValueError, match="makespan"):
+        result.throughput
+
+
+def test_a_sequence_cannot_be_queued_twice():
+    s = sched()
+    seq = steploop.Sequence.from_request(R(0, (1,), 1))
+    s.add(seq)
+    before = snapshot(s)
+    with pytest.raises(ValueError, match="already queued"):
+        s.add(seq)
+    with pytest.raises(ValueError, match="already queued"):
+        s.add(steploop.Sequence.from_request(R(0, (5, 6), 1)))
+    assert snapshot(s) == before

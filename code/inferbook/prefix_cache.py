@@ -242,14 +242,26 @@ class ReplayStats:
     prefill_tokens: int  # prompt tokens actually computed
     evictions: int
 
+    def __post_init__(self) -> None:
+        for name in ("requests", "prompt_tokens", "hit_tokens", "prefill_tokens", "evictions"):
+            validate.non_negative_int(name, getattr(self, name))
+        for name in ("hit_tokens", "prefill_tokens"):
+            if getattr(self, name) > self.prompt_tokens:
+                raise ValueError(f"{name} ({getattr(self, name)}) cannot exceed prompt_tokens ({self.prompt_tokens})")
+
     @property
     def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens
+        return self.hit_tokens / self._prompt_tokens()
 
     @property
     def prefill_saved(self) -> float:
         """Fraction of prompt tokens that needed no prefill."""
-        return 1 - self.prefill_tokens / self.prompt_tokens
+        return 1 - self.prefill_tokens / self._prompt_tokens()
+
+    def _prompt_tokens(self) -> int:
+        if self.prompt_tokens == 0:
+            raise ValueError("prompt_tokens is 0: no prompt was replayed, so there is no rate")
+        return self.prompt_tokens
 
 
 def _check_replay(requests, num_blocks: int, block_size: int) -> list[tuple[list[int], list[int]]]:

@@ -131,6 +131,9 @@ class SpeculativeResult:
 
     def tokens_per_target_pass(self, full_rounds_only: bool = True) -> float:
         """Return mean emitted tokens per target pass (by default over rounds that drafted the full k)."""
+        validate.flag("full_rounds_only", full_rounds_only)
+        if not self.rounds:
+            raise ValueError("rounds is empty: no speculative round ran, so there is no rate")
         k_max = max(k for k, _ in self.rounds)
         chosen = [n + 1 for k, n in self.rounds if k == k_max or not full_rounds_only]
         return sum(chosen) / len(chosen)

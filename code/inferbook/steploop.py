@@ -130,6 +130,7 @@ class Scheduler:
         self.policy, self.chunked_prefill = policy, chunked_prefill
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self._ids: set = set()  # ids of the sequences waiting or running
         self.num_preemptions = 0
 
     def check(self, request: Request) -> None:
@@ -153,6 +154,9 @@ class Scheduler:
         if seq.status is not Status.WAITING or seq.num_computed:
             raise ValueError(f"sequence {seq.seq_id} is {seq.status.value} with {seq.num_computed} "
                              "tokens computed; only a fresh sequence can be queued")
+        if seq.seq_id in self._ids:
+            raise ValueError(f"seq: sequence {seq.seq_id} is already queued or running in this scheduler")
+        self._ids.add(seq.seq_id)
         self.waiting.append(seq)
 
     def preempt(self, seq: Sequence) -> None:
@@ -241,6 +245,7 @@ class Scheduler:
         self.cache_prefix(seq)
         self.cache.free_sequence(seq.seq_id)
         self.running.remove(seq)
+        self._ids.discard(seq.seq_id)
         seq.status = Status.FINISHED
 
     def complete(self, scheduled: list[tuple[Sequence, int]], next_tokens: list[int],
@@ -325,6 +330,8 @@ class EngineResult:
     @property
     def throughput(self) -> float:
         """Output tokens per clock unit over the whole run."""
+        if not self.makespan > 0:
+            raise ValueError(f"makespan is {self.makespan}: a run that took no time has no throughput")
         return self.output_tokens / self.makespan
 
     @property
