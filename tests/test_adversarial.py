@@ -499,3 +499,11 @@ def test_a_sequence_cannot_be_queued_twice():
     with pytest.raises(ValueError, match="already queued"):
         s.add(steploop.Sequence.from_request(R(0, (5, 6), 1)))
     assert snapshot(s) == before
+
+
+def test_duplicate_request_ids_are_refused_before_anything_runs():
+    twins = [R(0, (1, 2), 2), R(0, (3, 4), 2)]
+    for call in (lambda: sim.run_replicas(DEP, twins, 2), lambda: sim.disaggregated(DEP, DEP, twins, 1, 1),
+                 lambda: sim.simulate(twins, CM, num_blocks=16, block_size=4)):
+        with pytest.raises(ValueError, match="request_ids"):
+            call()

@@ -615,6 +615,9 @@ def split_round_robin(requests: list[Request], replicas: int) -> list[list[Reque
 def run_replicas(dep: Deployment, requests: list[Request], replicas: int) -> list[RequestMetrics]:
     """Return every request's metrics when `replicas` copies of `dep` share the traffic."""
     dep = _deployment("dep", dep)
+    requests = _requests(requests)
+    if len({r.request_id for r in requests}) != len(requests):
+        raise ValueError("request_ids must be unique (each request's metrics are reported by its id)")
     metrics = []
     for part in split_round_robin(requests, replicas):
         if part:
