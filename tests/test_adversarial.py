@@ -507,3 +507,23 @@ def test_duplicate_request_ids_are_refused_before_anything_runs():
                  lambda: sim.simulate(twins, CM, num_blocks=16, block_size=4)):
         with pytest.raises(ValueError, match="request_ids"):
             call()
+
+
+def test_paged_attention_refuses_mixed_dtypes_and_bad_step_tensors():
+    kp, vp, q = torch.randn(8, 4, 2, 8), torch.randn(8, 4, 2, 8), torch.randn(2, 1, 8)
+    for args in ((q.double(), kp, vp), (q, kp, vp.double()), (q.long(), kp.long(), vp.long())):
+        with pytest.raises(TypeError, match="dtype"):
+            paged.paged_attention(*args, [0, 1], 6)
+    c = pcache()
+    view = c.view(0)
+    ctx = view.begin_step(5, 1)
+    ok = torch.randn(1, 1, 2, 8)
+    before = snapshot(c)
+    for layer, q, k, name in ((5, ok, ok, "layer"), (0, "x", ok, "q"), (0, ok, torch.randn(1, 2, 2, 8), "k"),
+                              (0, ok, torch.randn(1, 1, 3, 8), "k")):
+        with pytest.raises((TypeError, ValueError), match=name):
+            ctx.attend(layer, q, k, ok)
+    with pytest.raises(TypeError, match="ctx"):
+        view.end_step(None)
+    assert snapshot(c) == before
+    assert ctx.attend(0, ok, ok, ok).shape == ok.shape

@@ -260,9 +260,15 @@ class PagedContext:
     """
 
     def __init__(self, cache: PagedKVCache, steps, rectangular: bool = False):
-        steps = list(steps)
+        if not isinstance(cache, PagedKVCache):
+            raise validate.ArgumentTypeError(f"cache must be a paged.PagedKVCache, got {type(cache).__name__}")
+        steps = validate.items("steps", steps)
+        validate.flag("rectangular", rectangular)
         if not steps:
             raise ValueError("steps must list at least one (seq_id, start, n)")
+        for i, step in enumerate(steps):
+            if isinstance(step, (str, bytes)) or not hasattr(step, "__len__") or len(step) != 3:
+                raise ValueError(f"steps[{i}] must be a (seq_id, start, n) triple, got {step!r}")
         bs = cache.block_size
         tables, starts, lengths = [], [], []
         for i, (seq_id, start, n) in enumerate(steps):
@@ -294,8 +300,23 @@ class PagedContext:
         if self.slot_mapping.device != cache.k_pool[0].device:
             self.slot_mapping = self.slot_mapping.to(cache.k_pool[0].device)
 
+    def _check(self, layer, q, k, v) -> None:
+        """Raise unless q, k, v are [rows, t, heads, d] tensors of this step's tokens and cache."""
+        validate.integer("layer", layer, 0, self.cache.n_layers - 1)
+        c, tokens = self.cache, self.slot_mapping.numel()
+        for name, t, heads in (("q", q, None), ("k", k, c.n_kv_heads), ("v", v, c.n_kv_heads)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                raise validate.ArgumentTypeError(f"{name} must be a 4-axis tensor [rows, t, heads, d], "
+                                                 f"got {getattr(t, 'shape', type(t).__name__)}")
+            if t.shape[0] * t.shape[1] != tokens or t.shape[3] != c.head_dim or (heads and t.shape[2] != heads):
+                raise ValueError(f"{name} must be [rows, t, {heads or 'heads'}, {c.head_dim}] with rows x t = "
+                                 f"{tokens} tokens of this step, got {tuple(t.shape)}")
+        if q.shape[2] % c.n_kv_heads:
+            raise ValueError(f"q's heads ({q.shape[2]}) must be a multiple of the cache's KV heads ({c.n_kv_heads})")
+
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q, k, v: [rows, t, heads, d] (packed: rows = 1); store k, v; return attention, q's shape."""
+        self._check(layer, q, k, v)
         shape, d = q.shape, q.shape[-1]
         q, k, v = q.reshape(-1, shape[-2], d), k.reshape(-1, k.shape[-2], d), v.reshape(-1, v.shape[-2], d)
         self.cache._write(layer, self.slot_mapping, k, v)
@@ -354,6 +375,9 @@ class SequenceCacheView:
 
     def end_step(self, ctx: PagedContext) -> None:
         """Nothing to close: the slots were reserved by `begin_step`."""
+        if not isinstance(ctx, PagedContext) or ctx.cache is not self.cache:
+            raise validate.ArgumentTypeError(f"ctx must be a PagedContext of this cache (from begin_step), "
+                                             f"got {type(ctx).__name__}")
 
 
 class BatchCacheView:
@@ -385,6 +409,9 @@ class BatchCacheView:
 
     def end_step(self, ctx: PagedContext) -> None:
         """Nothing to close: the slots were reserved by `begin_step`."""
+        if not isinstance(ctx, PagedContext) or ctx.cache is not self.cache:
+            raise validate.ArgumentTypeError(f"ctx must be a PagedContext of this cache (from begin_step), "
+                                             f"got {type(ctx).__name__}")
 
 
 def _check_attention_inputs(q, n_heads, k_pool, v_pool):
@@ -395,6 +422,11 @@ def _check_attention_inputs(q, n_heads, k_pool, v_pool):
         raise ValueError(f"k_pool and v_pool must both be [num_blocks, block_size, n_kv_heads, head_dim], "
                          f"got {tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
     n_kv = k_pool.shape[2]
+    if not (q.dtype == k_pool.dtype == v_pool.dtype) or not q.dtype.is_floating_point:
+        raise validate.ArgumentTypeError(f"q, k_pool and v_pool must share one floating-point dtype, got "
+                                         f"{q.dtype}, {k_pool.dtype} and {v_pool.dtype}")
+    if not (q.device == k_pool.device == v_pool.device):
+        raise ValueError(f"q, k_pool and v_pool must be on one device, got {q.device}, {k_pool.device}, {v_pool.device}")
     if q.shape[-1] != k_pool.shape[-1]:
         raise ValueError(f"q head_dim {q.shape[-1]} != pool head_dim {k_pool.shape[-1]}")
     if n_heads % n_kv:
