@@ -527,3 +527,19 @@ def test_paged_attention_refuses_mixed_dtypes_and_bad_step_tensors():
         view.end_step(None)
     assert snapshot(c) == before
     assert ctx.attend(0, ok, ok, ok).shape == ok.shape
+
+
+def test_views_refuse_more_tokens_than_the_whole_pool_as_a_value_error():
+    c = pcache()
+    before = snapshot(c)
+    with pytest.raises(ValueError, match="n="):
+        c.view(0).begin_step(5, HUGE)
+    assert snapshot(c) == before
+
+
+@pytest.mark.parametrize("bad", ["x", None, 1.0, torch.ones(1, 2, 3), torch.ones(1, 2, 3, 8, dtype=torch.long)])
+def test_concat_cache_update_checks_its_tensors(bad):
+    c = kv_cache.ConcatKVCache(2)
+    with pytest.raises((TypeError, ValueError), match="k_new"):
+        c.update(0, bad, torch.ones(1, 2, 3, 8), 0)
+    assert c.k[0] is None

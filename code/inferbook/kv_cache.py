@@ -162,6 +162,14 @@ class ConcatKVCache:
     def update(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, pos: int):
         """Append k_new, v_new ([batch, heads, t, d]) after the cached positions; return all."""
         validate.integer("layer", layer, 0, self.n_layers - 1)
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4 or not t.dtype.is_floating_point:
+                raise validate.ArgumentTypeError(f"{name} must be a 4-axis floating-point tensor [batch, heads, t, d], "
+                                                 f"got {getattr(t, 'shape', type(t).__name__)}")
+        if k_new.shape != v_new.shape:
+            raise ValueError(f"k_new and v_new must have one shape, got {tuple(k_new.shape)} and {tuple(v_new.shape)}")
+        if self.k[layer] is not None and k_new.shape[3] != self.k[layer].shape[3]:
+            raise ValueError(f"k_new has head_dim {k_new.shape[3]}, the cache holds {self.k[layer].shape[3]}")
         have = 0 if self.k[layer] is None else self.k[layer].shape[-2]
         if pos != have:
             raise ValueError(f"ConcatKVCache can only append: got pos={pos}, holds {have} positions")

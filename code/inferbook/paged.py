@@ -63,7 +63,7 @@ import torch.nn.functional as F
 
 from . import validate
 from .arith import ceil_div
-from .blocks import (BlockAllocator, BlockManager, OutOfBlocksError,  # noqa: F401 (re-exported)
+from .blocks import (BlockAllocator, BlockManager, OutOfBlocksError, PoolTooSmallError,  # noqa: F401 (re-exported)
                      blocks_for, check_invariants)
 from .masks import causal_mask, position_mask
 
@@ -344,6 +344,10 @@ def _begin_append(cache: PagedKVCache, seq_ids: list, pos: int, n: int) -> Paged
             raise ValueError(f"paged cache appends only: got pos={pos} but sequence {s!r} holds "
                              f"{cache.num_tokens(s)} tokens")
     needed = sum(cache.blocks_needed(s, n) for s in seq_ids)
+    if needed + sum(len(cache.block_table(s)) for s in seq_ids) > cache.allocator.num_blocks:
+        raise PoolTooSmallError(needed, cache.allocator.num_free_blocks,
+                                f"n={n}: appending {n} token(s) to {seq_ids} (more blocks than the whole "
+                                f"pool of {cache.allocator.num_blocks}: they could never fit)")
     if not cache.allocator.can_allocate(needed):
         raise OutOfBlocksError(needed, cache.allocator.num_free_blocks, f"appending {n} token(s) to {seq_ids}")
     for s in seq_ids:
