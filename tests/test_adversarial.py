@@ -543,3 +543,19 @@ def test_concat_cache_update_checks_its_tensors(bad):
     with pytest.raises((TypeError, ValueError), match="k_new"):
         c.update(0, bad, torch.ones(1, 2, 3, 8), 0)
     assert c.k[0] is None
+
+
+def test_a_two_axis_prompt_is_refused_not_flattened():
+    for prompt in ([[1, 2]], torch.tensor([[1, 2]]), np.ones((1, 2), dtype=int)):
+        with pytest.raises(ValueError, match="prompt"):
+            R(0, prompt, 2)
+    assert R(0, torch.tensor([1, 2]), 2).prompt == (1, 2)
+
+
+def test_prefix_cache_refuses_to_index_free_blocks():
+    a = blocks.BlockAllocator(4, 4)
+    pc = prefix_cache.PrefixCache(a)
+    before = snapshot(pc)
+    with pytest.raises(ValueError, match="free block"):
+        pc.insert([1, 2, 3, 4], [2])
+    assert snapshot(pc) == before

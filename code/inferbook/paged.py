@@ -344,7 +344,8 @@ def _begin_append(cache: PagedKVCache, seq_ids: list, pos: int, n: int) -> Paged
             raise ValueError(f"paged cache appends only: got pos={pos} but sequence {s!r} holds "
                              f"{cache.num_tokens(s)} tokens")
     needed = sum(cache.blocks_needed(s, n) for s in seq_ids)
-    if needed + sum(len(cache.block_table(s)) for s in seq_ids) > cache.allocator.num_blocks:
+    held = {b for s in seq_ids for b in cache.block_table(s)}  # forked sequences share blocks
+    if needed + len(held) > cache.allocator.num_blocks:
         raise PoolTooSmallError(needed, cache.allocator.num_free_blocks,
                                 f"n={n}: appending {n} token(s) to {seq_ids} (more blocks than the whole "
                                 f"pool of {cache.allocator.num_blocks}: they could never fit)")

@@ -152,6 +152,10 @@ class PrefixCache:
         taken = [b for _, b in fresh if b in self._hash_of]
         if taken:  # refuse before indexing anything
             raise ValueError(f"block(s) {taken} are already cached under another prefix")
+        free = [b for _, b in fresh if self.allocator.ref_count(b) == 0]
+        if free:
+            raise ValueError(f"block_table holds free block(s) {free}: only blocks that hold a sequence's "
+                             "keys and values can be indexed")
         for h, b in fresh:
             self._block_of[h], self._hash_of[b] = b, h
         return len(fresh)

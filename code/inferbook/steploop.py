@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+import numpy as np
+
 from . import validate
 from .arith import ceil_div
 from .blocks import BlockManager
@@ -48,6 +50,8 @@ class Request:
 
     def __post_init__(self) -> None:
         validate.integer("request_id", self.request_id)
+        if not isinstance(self.prompt, (str, bytes)) and np.ndim(self.prompt) > 1:
+            raise ValueError(f"prompt must be one sequence of token ids, got {np.ndim(self.prompt)} axes")
         prompt = tuple(validate.int_list("prompt", self.prompt, minimum=0))
         if not prompt:
             raise ValueError(f"request {self.request_id}: the prompt needs at least one token")
