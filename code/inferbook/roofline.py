@@ -219,7 +219,11 @@ def attention_ceiling_flops(gpu: GPU, n: int, d: int, algorithm: str,
     block. `peak_flops` replaces the tensor-core peak (e.g. `FP32_FMA_FLOPS` for a kernel whose
     matmuls compile to FMA instructions).
     """
-    from .io_model import attention_intensity, flash_attention_io, standard_attention_intensity
+    from .io_model import (
+        attention_intensity,
+        flash_attention_io,
+        standard_attention_intensity,
+    )
 
     gpu = _gpu(gpu)
     validate.one_of("algorithm", algorithm, ("standard", "flash"))

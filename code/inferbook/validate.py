@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable
-
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
