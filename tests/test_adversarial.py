@@ -578,3 +578,23 @@ def test_prefix_cache_refuses_to_index_free_blocks():
     with pytest.raises(ValueError, match="free block"):
         pc.insert([1, 2, 3, 4], [2])
     assert snapshot(pc) == before
+
+
+def test_capacity_plan_never_rests_on_a_burst_the_gpus_could_not_sustain():
+    kw = dict(prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0, tpot_p90_s=0.1, max_gpus=1, n_requests=20)
+    huge = sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e300, **kw)
+    assert huge.value is None and "no configuration" in huge.reason
+    plan = sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e4, **kw).value
+    dep = sim.Deployment("Llama-3.1-8B", "H100 SXM", 1, plan["max_num_seqs"])
+    per_request = dep.cost_model().cost([(64 + 8 - 1, 0)]).compute_s
+    assert 1e4 / plan["replicas"] * per_request <= 1  # the replicas' FLOP/s cover the rate
+
+
+@pytest.mark.parametrize("call", [lambda r: workload.fixed_workload(3, 8, 4, rate=r),
+                                  lambda r: workload.poisson_arrivals(requests(), r),
+                                  lambda r: sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=r,
+                                                                prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
+                                                                tpot_p90_s=0.1, max_gpus=1, n_requests=20)])
+def test_a_rate_so_small_that_arrival_times_overflow_is_named(call):
+    with pytest.raises(ValueError, match="rate"):
+        call(1e-320)

@@ -768,11 +768,17 @@ def _min_replicas(dep: Deployment, rate: float, prompt_tokens: int, output_token
     """Return (replicas, p90 TTFT, p90 TPOT) for the fewest replicas meeting both targets, or None.
 
     Identical replicas behind a random router: each sees Poisson arrivals at rate / replicas,
-    so one simulated replica stands for all of them.
+    so one simulated replica stands for all of them. A replica count whose arithmetic alone
+    exceeds the GPUs' time (rate / n x one request's compute seconds > 1) cannot keep up, however
+    well a finite simulated burst of `n_requests` happens to go: it is refused before simulating.
     """
     cache: dict[int, tuple[bool, float, float]] = {}
+    # one request's FLOPs (prompt and output tokens, causal attention) at the fitted FLOP/s
+    compute_s = dep.cost_model().cost([(prompt_tokens + output_tokens - 1, 0)]).compute_s
 
     def ok(n: int) -> bool:
+        if rate / n * compute_s > 1:
+            return False
         if n not in cache:
             reqs = fixed_workload(n_requests, prompt_tokens, output_tokens, rate=rate / n, seed=seed)
             m = dep.run(reqs).metrics

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import validate
 
+MIN_RATE = 1e-200  # requests per clock unit: below it, 1/rate gaps overflow a float sum
 MAX_COUNT = 10**7  # requests, turns or tokens: more is a mistake (and would not fit in memory)
 from .steploop import Request
 
@@ -32,6 +33,9 @@ def _rate(rate) -> float | None:
     rate = validate.finite_float("rate", rate)
     if rate <= 0:
         raise ValueError(f"rate must be > 0 requests per clock unit (or None: all at t = 0), got {rate}")
+    if rate < MIN_RATE:
+        raise ValueError(f"rate must be ≥ {MIN_RATE:g} requests per clock unit (a gap of 1/rate between "
+                         f"arrivals); got {rate:g}, whose arrival times would overflow")
     return rate
 
 
