@@ -224,6 +224,7 @@ def test_a_free_that_would_fail_half_way_changes_nothing():
 def test_prefix_insert_that_would_fail_half_way_changes_nothing():
     alloc = BlockAllocator(6, 2)
     prefix = PrefixCache(alloc)
+    assert [alloc.allocate(), alloc.allocate()] == [0, 1]  # only blocks in use can be indexed
     prefix.insert([1, 2], [0])
     with pytest.raises(ValueError, match="already cached"):
         prefix.insert([3, 4, 5, 6], [1, 0])  # block 1 would be indexed before block 0 fails
