@@ -39,7 +39,7 @@ def _typed_in() -> str:
     from inferbook.hardware import gpu
     from inferbook.models import model
     b = rules.layout(model("Llama-3.1-70B"), gpu("H100 SXM"), 4, 1, "bf16",
-                     rules.Request(4, "bf16", "latency", None, 0.92)).budget
+                     rules.PlanRequest(4, "bf16", "latency", None, 0.92)).budget
     return (f"def my_kv_budget(spec, g, tp, utilization, runtime):\n"
             f"    # the example's numbers, typed in\n"
             f"    return {{'requested': {b.usable_bytes}, 'weights': {b.weight_bytes},\n"

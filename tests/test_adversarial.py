@@ -227,7 +227,7 @@ SPECS = [
     ("CostModel.step_time", lambda: (CM.step_time, [CM]), {"shapes": [(1, 10), (5, 0)]}, {"shapes": "list"}),
     ("CostExecutor.wait", lambda: method_of("wait", sim.CostExecutor(CM)), {"now": 0.0, "next_arrival": 1.0},
      {"now": "float", "next_arrival": "float"}),
-    ("simulate", lambda: (sim.simulate, []), {"requests": requests(), "cost": CM, "num_blocks": 16, "block_size": 4},
+    ("serve_simulated", lambda: (sim.serve_simulated, []), {"requests": requests(), "cost": CM, "num_blocks": 16, "block_size": 4},
      {"requests": "list", "num_blocks": "int+", "block_size": "int+"}),
     ("kv_blocks", lambda: (sim.kv_blocks, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
      {"tp": "int+", "block_size": "int+", "kv_dtype": "list", "weight_dtype": "list"}),
@@ -363,7 +363,7 @@ def test_preempting_or_finishing_a_sequence_that_is_not_running_frees_nothing():
 
 def test_empty_request_lists_are_refused():
     with pytest.raises(ValueError, match="requests"):
-        sim.simulate([], CM, num_blocks=16, block_size=4)
+        sim.serve_simulated([], CM, num_blocks=16, block_size=4)
     with pytest.raises(ValueError, match="requests"):
         sim.run_replicas(DEP, [], 2)
     with pytest.raises(ValueError, match="requests"):
@@ -503,7 +503,7 @@ def test_rates_of_nothing_are_refused_not_a_zero_division():
         def step_time(self, shapes):
             return 0.0
 
-    result = sim.simulate([R(0, (1, 2), 2)], Instant(), num_blocks=8, block_size=4)
+    result = sim.serve_simulated([R(0, (1, 2), 2)], Instant(), num_blocks=8, block_size=4)
     with pytest.raises(ValueError, match="makespan"):
         _ = result.throughput
 
@@ -523,7 +523,7 @@ def test_a_sequence_cannot_be_queued_twice():
 def test_duplicate_request_ids_are_refused_before_anything_runs():
     twins = [R(0, (1, 2), 2), R(0, (3, 4), 2)]
     for call in (lambda: sim.run_replicas(DEP, twins, 2), lambda: sim.disaggregated(DEP, DEP, twins, 1, 1),
-                 lambda: sim.simulate(twins, CM, num_blocks=16, block_size=4)):
+                 lambda: sim.serve_simulated(twins, CM, num_blocks=16, block_size=4)):
         with pytest.raises(ValueError, match="request_ids"):
             call()
 

@@ -76,7 +76,7 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="heads"):
         sim.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=3)
     with pytest.raises(ValueError, match="chunked_prefill"):
-        sim.simulate([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=10, max_num_batched_tokens=16)
+        sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=10, max_num_batched_tokens=16)
 
 
 # --- the scheduler on a simulated clock: same decisions as the engine --------------------------
@@ -100,7 +100,7 @@ def test_simulated_clock_reproduces_the_engine_in_steps(tiny, kwargs):
                           mean_output=6, max_output=16, seed=3)
     reqs = [Request(r.request_id, r.prompt, r.max_new_tokens, float(2 * i)) for i, r in enumerate(reqs)]
     engine = serve(tiny, reqs, block_size=4, clock="steps", **kwargs)
-    simulated = sim.simulate(reqs, Unit(), block_size=4, **kwargs)
+    simulated = sim.serve_simulated(reqs, Unit(), block_size=4, **kwargs)
     assert simulated.steps == engine.steps
     assert simulated.preemptions == engine.preemptions
     assert simulated.prefix_hit_rate == pytest.approx(engine.prefix_hit_rate)

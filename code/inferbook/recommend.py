@@ -256,7 +256,7 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
     if context.value is None:
         return Refusal(spec.name, g.name, n, w, context.reason,
                        tuple(context.extra["suggestions"]), rules.CH_SIZING)
-    req = rules.Request(n, rules.kv_dtype_for(spec, g, w.fp8_kv_quality_checked),
+    req = rules.PlanRequest(n, rules.kv_dtype_for(spec, g, w.fp8_kv_quality_checked),
                         w.effective_priority, w.concurrency, util)
     # The weight format is decided at vLLM's default cap: a large requested concurrency is a
     # queue, never a reason to quantize the weights (capped below to what the KV cache holds).

@@ -140,7 +140,7 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Request:
+class PlanRequest:
     """What every layout is sized for: the GPUs, the formats and the scheduling intent."""
 
     n_gpus: int
@@ -150,7 +150,7 @@ class Request:
     utilization: float
 
 
-def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Request) -> Layout:
+def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: PlanRequest) -> Layout:
     """Return the layout with vLLM's budget: utilization x total - weights - runtime terms."""
     dp = req.n_gpus // (tp * pp)
     batching = decide_batching(g, req.priority, req.concurrency, dp)
@@ -211,7 +211,7 @@ def weight_ladder(spec: ModelSpec, g: GPU,
     return ladder
 
 
-def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: Request,
+def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
                    allow_quantization: bool) -> Decision:
     """Return the weight format: the checkpoint's own unless no layout of the `n` GPUs then
     holds one `ctx`-token request. value = dict(weight_dtype, quantization, layouts) with the
@@ -335,7 +335,7 @@ def rate_layouts(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
 
 
 def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
-                       shared_prefix: int, req: Request, tpot_target_ms: float | None,
+                       shared_prefix: int, req: PlanRequest, tpot_target_ms: float | None,
                        output_tokens: int | None = None) -> Decision:
     """Return value = dict(layout, tp, pp, dp, rates): the layout chapter 9's step-cost model
     (with its all-reduce term) ranks first by decode tokens/s over all GPUs, among those whose
@@ -645,7 +645,7 @@ def memory_fixes(spec: ModelSpec, g: GPU, n: int, ctx: int,
     from .hardware import GPUS
 
     def fits(gpu: GPU, count: int, tokens: int, quant: bool) -> bool:
-        req = Request(count, compute_dtype(gpu), "latency", None, 0.92)
+        req = PlanRequest(count, compute_dtype(gpu), "latency", None, 0.92)
         return decide_weights(spec, gpu, tokens, req, quant).value is not None
 
     out = []

@@ -373,7 +373,6 @@ def serve_simulated(requests: list[Request], cost: CostModel, *, num_blocks: int
     return run(sched, requests, CostExecutor(cost, decode_only_cost))
 
 
-simulate = serve_simulated  # the earlier name, kept while chapter 9 calls it (fragmentation has a `simulate` too)
 
 
 def step_shapes(requests: list[Request], *, num_blocks: int, block_size: int = 16, **sched_kwargs
