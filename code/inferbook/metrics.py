@@ -110,9 +110,8 @@ class SLO:
 
     def __post_init__(self) -> None:
         for f in ("ttft", "tpot", "itl", "e2e"):
-            value = getattr(self, f)
-            if value is not None and validate.finite_float(f, value) <= 0:
-                raise ValueError(f"{f} must be a positive limit (or None), got {value}")
+            if getattr(self, f) is not None:
+                validate.positive_float(f, getattr(self, f))
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         if all(getattr(self, f) is None for f in ("ttft", "tpot", "itl", "e2e")):

@@ -146,9 +146,8 @@ class CostModel:
         for name in ("n_layer", "d_attn", "kv_dim", "hidden", "tp"):
             validate.positive_int(name, getattr(self, name))
         for name in ("peak_flops", "hbm_bytes_per_s", "link_bytes_per_s", "achieved_flops"):
-            value = getattr(self, name)
-            if value is not None and validate.finite_float(name, value) <= 0:
-                raise ValueError(f"{name} must be > 0 (or None), got {value}")
+            if getattr(self, name) is not None:
+                validate.positive_float(name, getattr(self, name))
         if not isinstance(self.eff, Efficiency):
             raise TypeError(f"eff must be an Efficiency, got {type(self.eff).__name__}")
         if self.peak_flops is None and self.achieved_flops is None:
@@ -638,8 +637,8 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
     requests = _requests(requests)
     validate.integer("n_prefill", n_prefill, 1, MAX_BATCH)
     validate.integer("n_decode", n_decode, 1, MAX_BATCH)
-    if link_bytes_per_s is not None and validate.finite_float("link_bytes_per_s", link_bytes_per_s) <= 0:
-        raise ValueError(f"link_bytes_per_s must be > 0 (or None: the GPU's link), got {link_bytes_per_s}")
+    if link_bytes_per_s is not None:  # None: the prefill GPU's own link
+        validate.positive_float("link_bytes_per_s", link_bytes_per_s)
     if len({r.request_id for r in requests}) != len(requests):
         raise ValueError("request_ids must be unique")
     prefill_reqs = [replace(r, max_new_tokens=1) for r in requests]
