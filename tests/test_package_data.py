@@ -11,8 +11,7 @@ def test_fitted_cost_model_ships_with_the_package():
     shipped = ROOT / "code" / "inferbook" / "data" / "simulate_published.json"
     written = ROOT / "outputs" / "benchmarks" / "simulate_published.json"
     assert json.loads(shipped.read_text()) == json.loads(written.read_text()), (
-        "copy outputs/benchmarks/simulate_published.json to code/inferbook/data/ "
-        "after re-running tests/bench/bench_simulate.py --part published"
+        "re-run tests/bench/bench_simulate.py --part published: it writes both copies"
     )
 
 
