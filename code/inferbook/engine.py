@@ -27,7 +27,9 @@ import time
 import torch
 
 from . import validate
+from .blocks import BlockAllocator
 from .gpt import GPT
+from .llama import Llama
 from .metrics import RequestMetrics  # noqa: F401 (re-exported: engine.RequestMetrics)
 from .paged import PagedContext, PagedKVCache
 from .prefix_cache import PrefixCache
@@ -37,7 +39,7 @@ from .workload import mixed_workload  # noqa: F401 (re-exported: chapter 6 and e
 
 
 @torch.inference_mode()
-def forward_batch(model: GPT, cache: PagedKVCache, batch: list[tuple[int, list[int], int]]) -> torch.Tensor:
+def forward_batch(model: GPT | Llama, cache: PagedKVCache, batch: list[tuple[int, list[int], int]]) -> torch.Tensor:
     """Return next-token logits [len(batch), vocab]: one forward pass over every sequence's new tokens.
 
     batch: (seq_id, new token ids, start position) per sequence; the new tokens' KV slots must
@@ -63,9 +65,9 @@ class ModelExecutor:
     arrival); `clock="steps"` counts engine steps, which makes every metric deterministic.
     """
 
-    def __init__(self, model: GPT, cache: PagedKVCache, clock: str = "wall"):
-        if not isinstance(model, GPT):
-            raise TypeError(f"model must be a gpt.GPT, got {type(model).__name__}")
+    def __init__(self, model: GPT | Llama, cache: PagedKVCache, clock: str = "wall"):
+        if not isinstance(model, (GPT, Llama)):
+            raise TypeError(f"model must be a gpt.GPT or llama.Llama, got {type(model).__name__}")
         if not isinstance(cache, PagedKVCache):
             raise TypeError(f"cache must be a paged.PagedKVCache, got {type(cache).__name__}")
         self.model, self.cache = model, cache
@@ -108,24 +110,25 @@ class ModelExecutor:
 
 
 class Engine:
-    """Serves `Request`s with a `GPT` on a paged KV cache of `num_blocks` blocks.
+    """Serves `Request`s with a `GPT` (or a `llama.Llama`) on a paged KV cache of `num_blocks` blocks.
 
     `clock`: "wall", "cpu" or "steps" (see `ModelExecutor`; with "steps" arrival times are in
     steps too).
     Decoding is greedy (the request's length is `max_new_tokens`; there is no end-of-sequence).
     """
 
-    def __init__(self, model: GPT, num_blocks: int, block_size: int = 16, max_num_seqs: int = 16,
+    def __init__(self, model: GPT | Llama, num_blocks: int, block_size: int = 16, max_num_seqs: int = 16,
                  max_num_batched_tokens: int = 512, policy: str = "continuous",
                  chunked_prefill: bool = False, prefix_caching: bool = False, clock: str = "wall"):
-        if not isinstance(model, GPT):
-            raise TypeError(f"model must be a gpt.GPT, got {type(model).__name__}")
+        if not isinstance(model, (GPT, Llama)):
+            raise TypeError(f"model must be a gpt.GPT or llama.Llama, got {type(model).__name__}")
         validate.one_of("clock", clock, ("wall", "cpu", "steps"))
         if type(prefix_caching) is not bool:
             raise TypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
         self.model = model.eval()
         dtype = next(model.parameters()).dtype
-        self.cache = PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=dtype)
+        cfg = model.config  # GQA: the cache holds n_kv_head heads (GPT-2: all of them)
+        self.cache = PagedKVCache(BlockAllocator(num_blocks, block_size), cfg.n_layer, cfg.n_kv_head, cfg.head_dim, dtype)
         self.prefix_cache = PrefixCache(self.cache.allocator) if prefix_caching else None
         self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, policy,
                                    chunked_prefill, self.prefix_cache)

@@ -58,6 +58,11 @@ class GPTConfig:
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
 
+    @property
+    def n_kv_head(self) -> int:
+        """Key/value heads: GPT-2 has one per query head (multi-head attention)."""
+        return self.n_head
+
 
 @dataclass
 class AttentionCounter:
@@ -103,8 +108,11 @@ class CausalContext:
         self.positions = positions
 
     def attend(self, layer, q, k, v):
-        # [batch, t, heads, d] -> [batch, heads, t, d] and back
-        return causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+        # [batch, t, heads, d] -> [batch, heads, t, d] and back; k, v may have fewer heads (GQA)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if k.shape[1] != q.shape[1]:
+            k, v = (z.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for z in (k, v))
+        return causal_attention(q, k, v).transpose(1, 2)
 
 
 class CausalSelfAttention(nn.Module):
