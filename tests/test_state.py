@@ -51,7 +51,7 @@ class World:
         self.alloc = self.cache.allocator
         self.prefix = PrefixCache(self.alloc)
         self.kv = KVCache.for_model(CFG, batch=1, max_len=16)
-        self.sched = Scheduler(PagedKVCache(BlockAllocator(6, BS), 1, 1, 1), max_num_seqs=3,
+        self.sched = Scheduler(BlockManager(BlockAllocator(6, BS)), max_num_seqs=3,
                                max_num_batched_tokens=8)
         self.engine = Engine(model, num_blocks=6, block_size=BS, clock="steps")
         self.tokens: dict = {}  # seq_id -> its tokens (for the prefix cache)
@@ -69,7 +69,7 @@ class World:
             list(a._ref), a.free_blocks(),
             {k: list(v) for k, v in c._tables.items()}, dict(c._lengths), set(c._finished), c.copies,
             [t.numpy().tobytes() for t in (*c.k_pool, *c.v_pool)],
-            dict(p._block_of), dict(p._hash_of), p.query_tokens, p.hit_tokens, p.evictions,
+            {h: list(b) for h, b in p._blocks_of.items()}, dict(p._hash_of), p.query_tokens, p.hit_tokens, p.evictions,
             self.kv.length, self.kv.k.numpy().tobytes(), self.kv.v.numpy().tobytes(),
             [q.seq_id for q in s.waiting], [q.seq_id for q in s.running], s.num_preemptions,
             [(q.status, q.num_computed, list(q.tokens)) for q in seqs],

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from inferbook import validate
+from inferbook.blocks import BlockManager
 from inferbook.decode import generate_cached, generate_naive
 from inferbook.engine import Engine, Request, Scheduler, mixed_workload, serve
 from inferbook.fragmentation import sharegpt_like, simulate
@@ -193,7 +194,7 @@ def test_the_engine_refuses_requests_it_could_never_finish(model):
     with pytest.raises(ValueError, match="KV blocks"):
         serve(model, [Request(0, (1,) * 10, 10)], num_blocks=2, block_size=4)
     with pytest.raises(ValueError, match="now must be a finite number"):
-        Scheduler(PagedKVCache(BlockAllocator(4), 1, 1, 1)).schedule(math.nan)
+        Scheduler(BlockManager(BlockAllocator(4))).schedule(math.nan)
     with pytest.raises(ValueError, match="policy"):
         Engine(model, num_blocks=8, policy="lifo")
     with pytest.raises(TypeError, match="max_num_seqs"):

@@ -7,8 +7,10 @@ is specific to running a model:
 * `forward_batch` builds the step's `paged.PagedContext` (slot mapping and block tables, once)
   and runs the model once over all scheduled tokens of all sequences (a flat, variable-length
   batch): the same `gpt.GPT.forward` as every other cache, through ``ctx.attend``.
-* `ModelExecutor` is the step executor of `steploop.run`: it runs `forward_batch` on the
-  scheduled rows, takes the greedy next tokens, and reads a clock (wall, CPU or steps).
+* `ModelExecutor` is the step executor of `steploop.run`: it makes the step's copy-on-write
+  block copies (the scheduler keeps only the books and hands them over with the step), runs
+  `forward_batch` on the scheduled rows, takes the greedy next tokens, and reads a clock (wall,
+  CPU or steps).
 * `Engine.run(requests)` loops until every request is done and returns per-request metrics
   (`metrics.RequestMetrics`: TTFT, TPOT, ITL, end-to-end latency) and a per-step timeline.
 
@@ -56,6 +58,13 @@ def forward_batch(model: GPT | Llama, cache: PagedKVCache, batch: list[tuple[int
     return model.head(hidden[0, ctx.last_index])
 
 
+def copy_blocks(cache: PagedKVCache, copies) -> None:
+    """Copy each (src, dst) block's keys and values, in every layer (copy-on-write)."""
+    for src, dst in copies:
+        for pool in (*cache.k_pool, *cache.v_pool):
+            pool[dst].copy_(pool[src])
+
+
 class ModelExecutor:
     """The step executor of `steploop.run` that runs a `GPT` over the scheduled rows.
 
@@ -98,7 +107,9 @@ class ModelExecutor:
         else:
             self._step += 1
 
-    def execute(self, scheduled: list[tuple[Sequence, int]]) -> list[int]:
+    def execute(self, scheduled) -> list[int]:
+        """Make the step's block copies (`scheduled.copies`), run its rows, return the greedy tokens."""
+        copy_blocks(self.cache, getattr(scheduled, "copies", ()))
         # A padding row (n = 0) recomputes the sequence's last cached position: same cost as a
         # decode row, result discarded.
         rows = [(s.seq_id, s.tokens[s.num_computed:s.num_computed + n], s.num_computed) if n
@@ -130,7 +141,7 @@ class Engine:
         cfg = model.config  # GQA: the cache holds n_kv_head heads (GPT-2: all of them)
         self.cache = PagedKVCache(BlockAllocator(num_blocks, block_size), cfg.n_layer, cfg.n_kv_head, cfg.head_dim, dtype)
         self.prefix_cache = PrefixCache(self.cache.allocator) if prefix_caching else None
-        self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, policy,
+        self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, policy,
                                    chunked_prefill, self.prefix_cache)
         self.clock = clock
 

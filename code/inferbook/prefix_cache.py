@@ -83,7 +83,10 @@ class PrefixCache:
         self.allocator = allocator
         self.block_size = allocator.block_size
         allocator.hook = self
-        self._block_of: dict[int, int] = {}  # hash -> block
+        # hash -> its blocks, oldest first: like vLLM, the index keeps duplicates (two requests
+        # that filled a block with the same prefix each keep theirs), and a lookup returns the
+        # oldest (vllm/v1/core/block_pool.py:48 and :69 in vLLM 0.32.0).
+        self._blocks_of: dict[int, dict[int, None]] = {}
         self._hash_of: dict[int, int] = {}  # block -> hash
         self.query_tokens = 0
         self.hit_tokens = 0
@@ -99,7 +102,9 @@ class PrefixCache:
         if not self.is_cached(block):
             raise ValueError(f"block {block} is not cached; only a cached block can be evicted")
         h = self._hash_of.pop(block)
-        del self._block_of[h]
+        del self._blocks_of[h][block]
+        if not self._blocks_of[h]:
+            del self._blocks_of[h]
         self.evictions += 1
 
     # --- queries ---------------------------------------------------------------------------
@@ -119,10 +124,10 @@ class PrefixCache:
             validate.non_negative_int("max_tokens", max_tokens), len(tokens))
         blocks = []
         for h in block_hashes(tokens[: max(0, limit - limit % self.block_size)], self.block_size):
-            block = self._block_of.get(h)
-            if block is None:
+            same = self._blocks_of.get(h)
+            if not same:
                 break
-            blocks.append(block)
+            blocks.append(next(iter(same)))
         return blocks
 
     def match(self, tokens: Sequence[int]) -> list[int]:
@@ -142,13 +147,16 @@ class PrefixCache:
     def insert(self, tokens: Sequence[int], block_table: Sequence[int]) -> int:
         """Index the full blocks of a sequence holding `tokens` in `block_table`; return how many are new.
 
-        A hash already indexed keeps its first block (the duplicate is simply not shared).
+        A block already indexed under its hash is skipped (a prefix hit, or indexed earlier). A
+        second block with the same hash (another request filled one with the same prefix) is
+        indexed too, behind the first, as vLLM does: block tables stay append-only, and the
+        duplicate still serves hits once the first is evicted.
         """
         hashes = block_hashes(tokens, self.block_size)
         block_table = validate.block_table("block_table", block_table, self.allocator.num_blocks)
         if len(block_table) < len(hashes):
             raise ValueError(f"{len(tokens)} tokens fill {len(hashes)} blocks but the table has {len(block_table)}")
-        fresh = [(h, b) for h, b in zip(hashes, block_table) if h not in self._block_of]
+        fresh = [(h, b) for h, b in zip(hashes, block_table) if self._hash_of.get(b) != h]
         taken = [b for _, b in fresh if b in self._hash_of]
         if taken:  # refuse before indexing anything
             raise ValueError(f"block(s) {taken} are already cached under another prefix")
@@ -157,7 +165,8 @@ class PrefixCache:
             raise ValueError(f"block_table holds free block(s) {free}: only blocks that hold a sequence's "
                              "keys and values can be indexed")
         for h, b in fresh:
-            self._block_of[h], self._hash_of[b] = b, h
+            self._blocks_of.setdefault(h, {})[b] = None
+            self._hash_of[b] = h
         return len(fresh)
 
 

@@ -11,15 +11,24 @@ book's engine and its simulator is only the *step executor*:
 So the engine and the simulator take identical scheduling steps by construction.
 
 * `Request` (prompt, max_new_tokens, arrival time) becomes a `Sequence` that the loop owns.
-* `Scheduler.schedule(now)` picks, at every step, how many tokens each sequence computes: one
-  per running sequence (decode), then whole prompts (or chunks of them with chunked prefill) of
-  waiting requests while `max_num_seqs`, `max_num_batched_tokens` and free KV blocks allow.
-  The scheduler asks the block manager (`blocks.BlockManager`, or a `paged.PagedKVCache` that
-  keeps its books in one) what a request costs (`can_admit`, `can_append`). When a running
+* `Scheduler.schedule(now)` picks, at every step, how many tokens each sequence computes, with
+  vLLM V1's rules (checked step by step against vLLM 0.32.0's own `Scheduler` in
+  `tests/test_vllm_scheduler.py`): first the running sequences, oldest first (one decode token,
+  or the next prefill chunk), then waiting requests in arrival order while `max_num_seqs`,
+  `max_num_batched_tokens` and free KV blocks allow. The scheduler touches only the block books
+  (`blocks.BlockManager`): it asks them what a request costs (`can_admit`, `can_append`) and
+  hands the copy-on-write block copies they ask for to the executor with the step
+  (`ScheduledStep.copies`), as nano-vllm's scheduler never touches a tensor. When a running
   sequence needs a block and none is free, the most recently admitted sequence is preempted:
-  its blocks are freed and it is re-queued at the front, to be recomputed from its tokens later
-  (preemption by recompute). `policy="static"` admits only into an empty batch and waits for
-  the whole batch to finish.
+  its blocks are freed and it is re-queued at the front, to be recomputed later (preemption by
+  recompute); a step that preempted admits nobody. Three rules of vLLM's, each an option with
+  vLLM's default: `reserve_full_prompt` (admit a prompt only when blocks for all of it are free,
+  vLLM's `scheduler_reserve_full_isl`), and, with a prefix cache, every block is indexed as soon
+  as the step that fills it is scheduled, so a request admitted later in the *same* step hits
+  it, and a preempted request resumes on its own cached blocks. `policy="static"` admits only
+  into an empty batch and waits for the whole batch to finish.
+* `ScriptedExecutor` is a step executor without a model: it counts steps and returns scripted
+  tokens, so the scheduler's decisions can be shown (and compared with vLLM's) on their own.
 * `run` returns an `EngineResult`: outputs, per-request `metrics.RequestMetrics` (TTFT, TPOT,
   ITL, end-to-end latency) and a per-step timeline (`StepRecord`).
 """
@@ -100,38 +109,59 @@ class Sequence:
         return len(self.tokens) - self.num_computed
 
 
-def _is_books(cache) -> bool:
-    return isinstance(cache, BlockManager) or isinstance(getattr(cache, "blocks", None), BlockManager)
+class ScheduledStep(list):
+    """One step's schedule: a list of (sequence, tokens to compute) rows, in vLLM's order (running
+    sequences first, then admitted ones), with what the executor needs besides the rows.
+
+    `copies`: the copy-on-write block copies, (src, dst), the executor makes before the step runs
+    (the scheduler keeps only the books; the tensors are the executor's). `preempted`: ids of
+    the sequences this step preempted, in order.
+    """
+
+    def __init__(self, rows=(), copies=(), preempted=()):
+        super().__init__(rows)
+        self.copies: list[tuple[int, int]] = list(copies)
+        self.preempted: list = list(preempted)
 
 
 class Scheduler:
     """Decides, each step, which sequences run and how many tokens each computes.
 
-    `cache`: the block books, a `blocks.BlockManager` (the simulator) or a `paged.PagedKVCache`
-    (the engine: its reserve also makes copy-on-write copies of the tensors).
+    `cache`: the block books, a `blocks.BlockManager` (an engine passes its paged cache's books,
+    `PagedKVCache.blocks`, and applies the step's copies to its tensors).
     `max_num_seqs`: most sequences in the running batch (vLLM's `max_num_seqs`).
     `max_num_batched_tokens`: most tokens computed in one step (vLLM's `max_num_batched_tokens`).
     `policy`: "continuous" (admit whenever there is room; a finished sequence leaves at once) or
     "static" (admit only into an empty batch; a finished sequence keeps its row, computed and
     discarded like a padding row, and its blocks until the whole batch is done, as in a padded
     `generate()` call). `chunked_prefill`: split a prompt that does not fit the step's token budget.
+    `prefix_cache`: a `prefix_cache.PrefixCache` on the same allocator (or None).
+    `reserve_full_prompt`: admit a request only when blocks for all its tokens are free, not
+    only for its first chunk (vLLM's `scheduler_reserve_full_isl`, on by default; it keeps chunked
+    prefill from admitting prompts that would preempt each other half-way).
     """
 
     def __init__(self, cache, max_num_seqs: int = 16, max_num_batched_tokens: int = 512,
-                 policy: str = "continuous", chunked_prefill: bool = False, prefix_cache=None):
-        if not _is_books(cache):
-            raise TypeError(f"cache must be a blocks.BlockManager or a paged.PagedKVCache, "
-                            f"got {type(cache).__name__}")
+                 policy: str = "continuous", chunked_prefill: bool = False, prefix_cache=None,
+                 reserve_full_prompt: bool = True):
+        if not isinstance(cache, BlockManager):
+            hint = (" (pass its books, cache.blocks, and apply each step's copies to the tensors)"
+                    if isinstance(getattr(cache, "blocks", None), BlockManager) else "")
+            raise validate.ArgumentTypeError(f"cache must be a blocks.BlockManager, got "
+                                             f"{type(cache).__name__}{hint}")
         validate.one_of("policy", policy, ("continuous", "static"))
         validate.positive_int("max_num_seqs", max_num_seqs)
         validate.positive_int("max_num_batched_tokens", max_num_batched_tokens)
-        if type(chunked_prefill) is not bool:
-            raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
+        for name, flag in (("chunked_prefill", chunked_prefill),
+                           ("reserve_full_prompt", reserve_full_prompt)):
+            if type(flag) is not bool:
+                raise validate.ArgumentTypeError(f"{name} must be True or False, got {flag!r}")
         if prefix_cache is not None and getattr(prefix_cache, "allocator", None) is not cache.allocator:
             raise ValueError("prefix_cache must index the blocks of this cache's allocator")
         self.cache, self.prefix_cache = cache, prefix_cache
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.policy, self.chunked_prefill = policy, chunked_prefill
+        self.reserve_full_prompt = reserve_full_prompt
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self._ids: set = set()  # ids of the sequences waiting or running
@@ -164,7 +194,8 @@ class Scheduler:
         self.waiting.append(seq)
 
     def preempt(self, seq: Sequence) -> None:
-        """Free `seq`'s blocks and put it first in line; it will be recomputed from its tokens."""
+        """Free `seq`'s blocks and put it first in line; it will be recomputed from its tokens
+        (from its own blocks, where a prefix cache still holds them)."""
         self._check_running(seq)
         self.cache.free_sequence(seq.seq_id)
         self.running.remove(seq)
@@ -173,18 +204,24 @@ class Scheduler:
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
 
-    def schedule(self, now: float) -> list[tuple[Sequence, int]]:
-        """Return [(sequence, tokens to compute this step)], with their KV slots reserved."""
+    def schedule(self, now: float) -> ScheduledStep:
+        """Return the step's rows [(sequence, tokens to compute)], with their KV slots reserved.
+
+        vLLM V1's order (vllm/v1/core/sched/scheduler.py, `Scheduler.schedule`): running
+        sequences first, each preempting the newest running sequence while its slots do not fit;
+        then, only if nobody was preempted, waiting requests in order until one does not fit.
+        """
         now = validate.finite_float("now", now)
         budget = self.max_num_batched_tokens
-        scheduled: list[tuple[Sequence, int]] = []
+        step = ScheduledStep()
         # 1. Running sequences first (oldest first): one decode token, or the next prefill chunk.
-        for seq in list(self.running):
-            if seq.status is not Status.RUNNING or budget == 0:
-                continue
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
             if seq.done:  # static batching: a finished row still runs, as padding, until the batch ends
-                scheduled.append((seq, 0))
+                step.append((seq, 0))
                 budget -= 1
+                i += 1
                 continue
             n = min(seq.num_to_compute, budget)
             while not self.cache.can_append(seq.seq_id, n):
@@ -194,16 +231,17 @@ class Scheduler:
                     self.finish(victim)
                     continue
                 self.preempt(victim)
+                step.preempted.append(victim.seq_id)
                 if victim is seq:
                     break
             if seq.status is not Status.RUNNING:
-                continue
-            self.cache.reserve(seq.seq_id, n)
-            scheduled.append((seq, n))
+                break  # it preempted itself: everyone after it is preempted too
+            self._reserve(step, seq, n)
             budget -= n
+            i += 1
         # 2. Admit waiting requests that have arrived, in order, while there is room.
-        if self.policy == "static" and self.running:
-            return scheduled
+        if step.preempted or (self.policy == "static" and self.running):
+            return step
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             if seq.request.arrival_time > now:
@@ -212,20 +250,35 @@ class Scheduler:
             cached = len(hit) * self.cache.block_size
             need = len(seq.tokens) - cached
             n = min(need, budget) if self.chunked_prefill else need
-            if n > budget and scheduled:  # (alone in a step, a long recomputation may exceed it)
+            if n > budget and step:  # (alone in a step, a long recomputation may exceed it)
                 break
-            if not self.cache.can_admit(cached + n, hit):  # the block manager prices the request
+            # The block manager prices the request: all of it, or only this step's chunk.
+            if not self.cache.can_admit(len(seq.tokens) if self.reserve_full_prompt else cached + n, hit):
                 break
             self.waiting.popleft()
             blocks_hit = self.prefix_cache.match(seq.tokens) if self.prefix_cache else []
             self.cache.add_sequence(seq.seq_id, blocks_hit)
             seq.num_computed = len(blocks_hit) * self.cache.block_size
-            self.cache.reserve(seq.seq_id, n)
             seq.status = Status.RUNNING
             self.running.append(seq)
-            scheduled.append((seq, n))
+            self._reserve(step, seq, n)
             budget -= n
-        return scheduled
+        return step
+
+    def _reserve(self, step: ScheduledStep, seq: Sequence, n: int) -> None:
+        """Reserve `seq`'s slots for `n` tokens, add its row, and index the blocks this step fills.
+
+        Indexing at allocation, as vLLM does (vllm/v1/core/kv_cache_manager.py:612-616): the
+        step will write them, so a request admitted later in this step can already hit them, and
+        a preempted sequence finds its own blocks again when it resumes.
+        """
+        step.copies.extend(self.cache.reserve(seq.seq_id, n))
+        step.append((seq, n))
+        filled = min(seq.num_computed + n, len(seq.tokens))
+        # (the blocks before num_computed were indexed by the steps that filled them, or are hits)
+        bs = self.cache.block_size
+        if self.prefix_cache is not None and filled // bs > seq.num_computed // bs:
+            self.prefix_cache.insert(seq.tokens[:filled], self.cache.block_table(seq.seq_id))
 
     def _cached_prefix(self, seq: Sequence) -> list[int]:
         if self.prefix_cache is None:
@@ -238,15 +291,9 @@ class Scheduler:
         if not any(s is seq for s in self.running):
             raise ValueError(f"seq {seq.seq_id} is not running in this scheduler (it is {seq.status.value})")
 
-    def cache_prefix(self, seq: Sequence) -> None:
-        """Index the full blocks `seq` has computed, so later requests with the same prefix reuse them."""
-        if self.prefix_cache is not None:
-            self.prefix_cache.insert(seq.tokens[:seq.num_computed], self.cache.block_table(seq.seq_id))
-
     def finish(self, seq: Sequence) -> None:
-        """Remove a finished sequence; index its full blocks for later prefix hits; free its blocks."""
+        """Remove a finished sequence and free its blocks (the indexed ones stay cached)."""
         self._check_running(seq)
-        self.cache_prefix(seq)
         self.cache.free_sequence(seq.seq_id)
         self.running.remove(seq)
         self._ids.discard(seq.seq_id)
@@ -274,8 +321,6 @@ class Scheduler:
             seq.num_computed += n
             if seq.num_computed < len(seq.tokens):
                 continue  # a prefill chunk: no token yet
-            if n > 1:
-                self.cache_prefix(seq)
             seq.tokens.append(next_token)
             seq.token_times.append(t_done)
             if seq.first_token_time is None:
@@ -375,9 +420,54 @@ class StepExecutor(Protocol):
     def wait(self, now: float, next_arrival: float) -> None:
         """Nothing could be scheduled at `now`: let time pass towards `next_arrival`."""
 
-    def execute(self, scheduled: list[tuple[Sequence, int]]) -> list[int]:
+    def execute(self, scheduled: ScheduledStep) -> list[int]:
         """Run one step over the scheduled rows (n = 0: a static batch's padding row, which costs
-        one decode row); return each row's next token; the clock moves by the step's time."""
+        one decode row), after making the step's block copies (`scheduled.copies`), if it keeps
+        tensors; return each row's next token; the clock moves by the step's time."""
+
+
+class ScriptedExecutor:
+    """A step executor without a model: the clock counts steps, the tokens come from a script.
+
+    `outputs`: request id -> the tokens that request generates, in order (at least its
+    `max_new_tokens` of them); without it every token is 0. `log` holds one entry per executed
+    step: the rows as (seq_id, start, tokens) with start = tokens already in the cache, and the
+    ids the step preempted. This is what the scheduler decided, to compare with vLLM's.
+    """
+
+    def __init__(self, outputs: dict | None = None):
+        if outputs is not None and not isinstance(outputs, dict):
+            raise validate.ArgumentTypeError(f"outputs must be a dict of request id -> token ids, "
+                                             f"got {type(outputs).__name__}")
+        self.outputs = {k: validate.int_list(f"outputs[{k!r}]", v, minimum=0)
+                        for k, v in (outputs or {}).items()}
+        self.log: list[dict] = []
+        self._step = 0
+
+    def check(self, request: Request) -> None:
+        """Refuse a request whose script is shorter than its `max_new_tokens`."""
+        script = self.outputs.get(request.request_id)
+        if self.outputs and (script is None or len(script) < request.max_new_tokens):
+            have = "none" if script is None else len(script)
+            raise ValueError(f"request {request.request_id}: outputs holds {have} scripted tokens, "
+                             f"it needs max_new_tokens={request.max_new_tokens}")
+
+    def now(self) -> float:
+        return float(self._step)
+
+    def wait(self, now: float, next_arrival: float) -> None:
+        validate.finite_float("now", now), validate.finite_float("next_arrival", next_arrival)
+        self._step += 1
+
+    def execute(self, scheduled: list[tuple[Sequence, int]]) -> list[int]:
+        self.log.append({"t": self._step, "rows": [(s.seq_id, s.num_computed, n) for s, n in scheduled],
+                         "preempted": list(getattr(scheduled, "preempted", []))})
+        self._step += 1
+        return [self._next(s) for s, _ in scheduled]
+
+    def _next(self, seq: Sequence) -> int:
+        script = self.outputs.get(seq.seq_id, ())
+        return script[len(seq.output)] if len(seq.output) < len(script) else 0
 
 
 def check_requests(requests, scheduler: Scheduler, executor: StepExecutor) -> list[Request]:
@@ -427,10 +517,10 @@ def run(scheduler: Scheduler, requests, executor: StepExecutor) -> EngineResult:
             seqs[seq.seq_id] = seq
             scheduler.add(seq)
         scheduled = scheduler.schedule(t)
-        if not scheduled:
-            if not pending:
+        if not scheduled:  # idle (or a step that only preempted): let time pass
+            if not pending and not scheduled.preempted:
                 raise RuntimeError("the scheduler admits nothing and no request is left to arrive")
-            executor.wait(t, pending[0].request.arrival_time)
+            executor.wait(t, pending[0].request.arrival_time if pending else t)
             continue
         next_tokens = executor.execute(scheduled)
         t_done = executor.now()
