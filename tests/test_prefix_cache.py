@@ -204,3 +204,21 @@ def test_bad_calls_name_the_argument(call, match):
     p = PrefixCache(BlockAllocator(4, 4))
     with pytest.raises((TypeError, ValueError), match=match):
         call(p)
+
+
+def test_a_duplicate_block_is_indexed_behind_the_first_and_serves_once_it_is_evicted():
+    """As vLLM (block_pool.py, BlockHashToBlockMap): two requests that filled a block with the
+    same prefix each keep theirs indexed; a lookup returns the oldest; evicting it leaves the other."""
+    cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
+    for seq_id in ("a", "b"):  # both computed before either was indexed
+        cache.add_sequence(seq_id)
+        cache.append_slots(seq_id, 4)
+    a, b = cache.block_table("a")[0], cache.block_table("b")[0]
+    assert prefix.insert([1] * 4, [a]) == 1 and prefix.insert([1] * 4, [b]) == 1
+    assert prefix.insert([1] * 4, [a]) == 0  # already indexed under that hash: skipped
+    assert prefix.num_cached_blocks == 2 and prefix.lookup([1] * 5) == [a]
+    cache.free_sequence("a")
+    prefix.evict(a)
+    assert prefix.lookup([1] * 5) == [b]
+    prefix.evict(b)
+    assert prefix.lookup([1] * 5) == []

@@ -26,6 +26,14 @@ with ``allocate()``, ``free(block)`` and ``num_free_blocks`` (e.g. an exercise's
 Each policy is one small object in ``SCHEMES`` (admit, grow, release); ``simulate`` runs the same
 step loop for all of them.
 
+This is a memory study, not the serving loop (`steploop.run`), and it answers another question:
+how much of a pool each *allocation policy* fills with token states, with the scheduler held
+fixed and as simple as possible (first come first served, every running sequence one token per
+step, no token budget), so that the policies differ only in how they allocate. The contiguous
+policies have no block books for `steploop.Scheduler` to ask; the paged policy here is the
+vLLM-paper baseline (admission with a 1 % watermark of free blocks). What the book's scheduler
+does with a paged pool, step by step, is `steploop`'s (checked against vLLM's own scheduler).
+
 The workload's lengths are log-normal with the means the vLLM paper reports for ShareGPT
 (Kwon et al. 2023, Fig. 11: 161.31 input and 337.99 output tokens on average).
 """
@@ -40,7 +48,7 @@ import numpy as np
 
 from . import validate
 from .arith import ceil_div
-from .paged import BlockAllocator, OutOfBlocksError
+from .blocks import BlockAllocator, OutOfBlocksError
 
 SHAREGPT_MEAN_PROMPT = 161.31  # tokens; Kwon et al. 2023, Fig. 11
 SHAREGPT_MEAN_OUTPUT = 337.99

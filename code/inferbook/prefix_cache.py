@@ -45,6 +45,7 @@ import numpy as np
 from . import validate
 from .arith import ceil_div
 from .blocks import BlockAllocator, BlockManager
+from .steploop import Request, Scheduler, ScriptedExecutor, run
 from .workload import agent_workload  # noqa: F401 (re-exported: chapter 5 imports it from here)
 
 ROOT_HASH = 0  # the "parent" of the first block
@@ -53,11 +54,16 @@ ROOT_HASH = 0  # the "parent" of the first block
 def hash_block(parent_hash: int, block_tokens: Sequence[int]) -> int:
     """Return the hash of a block given its parent's hash: covers the whole prefix so far."""
     parent_hash = validate.integer("parent_hash", parent_hash, 0, 2**64 - 1)
-    h = hashlib.sha256(parent_hash.to_bytes(8, "little"))
     tokens = validate.int_list("block_tokens", block_tokens, minimum=None)
     if not tokens:
         raise ValueError("block_tokens must hold at least one token (a block is never empty)")
-    h.update(np.asarray(tokens, dtype=np.int64).tobytes())
+    return _chain(parent_hash, np.asarray(tokens, dtype=np.int64).tobytes())
+
+
+def _chain(parent_hash: int, block_bytes: bytes) -> int:
+    """SHA-256 of the parent's hash (8 bytes) and the block's tokens (int64), cut to 64 bits."""
+    h = hashlib.sha256(parent_hash.to_bytes(8, "little"))
+    h.update(block_bytes)
     return int.from_bytes(h.digest()[:8], "little")
 
 
@@ -65,9 +71,11 @@ def block_hashes(tokens: Sequence[int], block_size: int = 16) -> list[int]:
     """Return the chained hashes of the full blocks of `tokens` (len(tokens) // block_size of them)."""
     block_size = validate.positive_int("block_size", block_size)
     tokens = validate.int_list("tokens", tokens, minimum=0)
+    data = np.asarray(tokens, dtype=np.int64).tobytes()  # (checked once, sliced per block)
+    width = 8 * block_size
     hashes, parent = [], ROOT_HASH
     for start in range(0, len(tokens) - block_size + 1, block_size):
-        parent = hash_block(parent, tokens[start:start + block_size])
+        parent = _chain(parent, data[8 * start:8 * start + width])
         hashes.append(parent)
     return hashes
 
@@ -286,10 +294,11 @@ def _check_replay(requests, num_blocks: int, block_size: int) -> list[tuple[list
             raise ValueError(f"requests[{i}] must be a (prompt tokens, reply tokens) pair, got {pair!r}")
         prompt = validate.int_list(f"requests[{i}] prompt", pair[0], minimum=0)
         reply = validate.int_list(f"requests[{i}] reply", pair[1], minimum=0)
-        if not prompt:
-            raise ValueError(f"requests[{i}]: the prompt needs at least one token")
-        if ceil_div(len(prompt) + len(reply), block_size) > num_blocks:
-            raise ValueError(f"requests[{i}] needs {ceil_div(len(prompt) + len(reply), block_size)} "
+        if not prompt or not reply:
+            raise ValueError(f"requests[{i}]: the prompt and the reply need at least one token each "
+                             f"(got {len(prompt)} and {len(reply)})")
+        if ceil_div(len(prompt) + len(reply) - 1, block_size) > num_blocks:
+            raise ValueError(f"requests[{i}] needs {ceil_div(len(prompt) + len(reply) - 1, block_size)} "
                              f"blocks; the pool has num_blocks={num_blocks}")
         out.append((prompt, reply))
     if not out:
@@ -298,29 +307,26 @@ def _check_replay(requests, num_blocks: int, block_size: int) -> list[tuple[list
 
 
 def replay(requests, num_blocks: int, block_size: int = 16, caching: bool = True) -> ReplayStats:
-    """Run `requests` one at a time through a paged cache with (or without) prefix caching.
+    """Serve `requests` one at a time through the book's step loop, with (or without) prefix caching.
 
-    `requests`: (prompt tokens, reply tokens) pairs. Each request reuses its cached prefix,
-    computes the rest of its prompt and its reply,
-    indexes its full blocks and finishes. Only block bookkeeping runs (no model): the counts of
-    reused and computed prompt tokens are exact.
+    `requests`: (prompt tokens, reply tokens) pairs, in arrival order. They are served by
+    `steploop.run` with a `steploop.Scheduler` on block books (one sequence at a time, a whole
+    prompt per step) and a `steploop.ScriptedExecutor` that "generates" each reply: each request
+    reuses its cached prefix, computes the rest of its prompt and its reply, and every block is
+    indexed as it fills, so the next turn's prompt finds the reply cached too. Only block
+    bookkeeping runs (no model): the counts of reused and computed prompt tokens are exact.
     """
     allocator = BlockAllocator(num_blocks, block_size)
     if type(caching) is not bool:
         raise TypeError(f"caching must be True or False, got {caching!r}")
     requests = _check_replay(requests, num_blocks, block_size)
-    cache = BlockManager(allocator)
+    books = BlockManager(allocator)
     prefix = PrefixCache(allocator) if caching else None
-    hit = prompt_total = 0
-    for i, (prompt, reply) in enumerate(requests):
-        blocks = prefix.match(prompt) if prefix else []
-        cache.add_sequence(i, blocks)
-        reused = len(blocks) * block_size
-        cache.reserve(i, len(prompt) - reused + len(reply))
-        if prefix:  # the reply's KV is cached too: the next turn's prompt starts with it
-            prefix.insert(list(prompt) + list(reply), cache.block_table(i))
-        cache.free_sequence(i)
-        hit += reused
-        prompt_total += len(prompt)
+    longest = max(len(p) for p, _ in requests)
+    scheduler = Scheduler(books, max_num_seqs=1, max_num_batched_tokens=longest, prefix_cache=prefix)
+    served = [Request(i, tuple(p), len(r)) for i, (p, r) in enumerate(requests)]
+    run(scheduler, served, ScriptedExecutor({i: r for i, (_, r) in enumerate(requests)}))
+    prompt_total = sum(len(p) for p, _ in requests)
+    hit = prefix.hit_tokens if prefix else 0
     return ReplayStats(len(requests), prompt_total, hit, prompt_total - hit,
                        prefix.evictions if prefix else 0)
