@@ -91,7 +91,7 @@ def test_sglang_fraction_is_sglangs_own_rule():
 
 def test_no_fp8_for_sglang_below_sm80():
     t4 = recommend("Qwen2.5-7B", "1xT4", Workload("chat", context_tokens=8192))
-    assert t4.quantization == "fp8" and t4.sglang_argv == ()
+    assert t4.quantization == "fp8_per_tensor" and t4.sglang_argv == ()
     assert "sm80" in t4.sglang.reason and any("no SGLang command" in x for x in t4.warnings)
     for p in PLANS:
         if p.sglang_argv and gpu(p.gpu).compute_capability < (8, 0):
@@ -107,8 +107,14 @@ def test_qwen_instruct_context_limit():
     assert "--json-model-override-args" in long.sglang_argv
     too_long = recommend("Qwen2.5-7B", "1xH100", Workload("chat", context_tokens=131073))
     assert not too_long.ok
-    base = recommend("Qwen2.5-7B", "1xH100", Workload("batch", context_tokens=65536))
+    base = recommend("Qwen2.5-7B", "1xH100", Workload("batch", context_tokens=65536),
+                     base_model=True)
     assert base.served_model == "Qwen/Qwen2.5-7B" and base.hf_overrides is None
+    # SGLang drops the YaRN factor when original_max_position_embeddings is present
+    # (srt/utils/hf_transformers/common.py:683-684): the override carries the scaled length
+    sg = json.loads(long.sglang_argv[long.sglang_argv.index("--json-model-override-args") + 1])
+    assert sg["max_position_embeddings"] == 65536
+    assert sg["rope_parameters"]["original_max_position_embeddings"] == 32768
 
 
 def test_async_scheduling_under_model_runner_v2():
@@ -137,10 +143,15 @@ def test_dp_attention_alternative_for_moe_and_mla():
     qwen3_moe = vllm_logs.log_model("Qwen/Qwen3-30B-A3B-Instruct-2507")   # official config
     for m, g in (("DeepSeek-V3", "8xH200"), ("Mixtral-8x7B", "4xH100"), (qwen3_moe, "4xH100")):
         p = recommend(m, g, Workload("chat", context_tokens=16384, concurrency=256))
-        alt = dict(p.alternatives)["dp attention + expert parallel"]
+        alts = dict(p.alternatives)
+        if p.expert_parallel > 1:   # DP+EP won the main ranking: TP is the alternative
+            assert "--enable-expert-parallel" in p.vllm_argv and "--attn-dp-size" in p.sglang_argv
+            alt = alts["tensor parallel"]
+        else:
+            alt = alts["dp attention + expert parallel"]
+            assert "--enable-expert-parallel" in alt.value["vllm_flags"]
+            assert "--attn-dp-size" in alt.value["sglang_flags"]
         assert alt.value is not None and alt.value["held"] > 0 and alt.value["tokens_per_s"] > 0
-        assert "--enable-expert-parallel" in alt.value["vllm_flags"]
-        assert "--attn-dp-size" in alt.value["sglang_flags"]
 
 
 def test_cli_errors_name_the_flags(capsys):

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from inferbook import sizing
+from inferbook import sizing, vllm_memory
 from inferbook.models import MODELS
 from inferbook.recommend import Workload, recommend
 
@@ -22,6 +22,8 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
     if not p.ok:
         return
     lay = p.decision("parallelism").value["layout"]
+    if lay.ep > 1:   # DP attention + EP: weights are not a TP split (test_recommend checks them)
+        return
     tp, pp = p.tensor_parallel, p.pipeline_parallel
     assert p.weight_bytes_total == sizing.weight_bytes(spec, p.weight_dtype)
     assert p.memory.weight_bytes == sizing.weight_bytes_per_gpu(spec, tp, p.weight_dtype,
@@ -31,8 +33,9 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
         window_extra_tokens=lay.window_extra_tokens, block_size=16)
     assert p.kv_bytes_per_token == sizing.kv_bytes_per_gpu(spec, tp, 1, 1, p.kv_dtype,
                                                            pipeline_parallel=pp)
-    runtime = sizing.vllm_runtime_memory(spec, tp, max_num_batched_tokens=p.max_num_batched_tokens,
-                                         max_num_seqs=p.max_num_seqs)
+    runtime = vllm_memory.vllm_runtime_memory(
+        spec, tp, max_num_batched_tokens=p.max_num_batched_tokens, max_num_seqs=p.max_num_seqs,
+        gpu=p.gpu)
     budget = sizing.memory_budget(spec, p.gpu, tp, p.weight_dtype,
                                   gpu_memory_utilization=p.gpu_memory_utilization,
                                   runtime=runtime, pipeline_parallel=pp)

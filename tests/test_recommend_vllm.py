@@ -71,7 +71,12 @@ def test_2_chat_plans_serve_the_instruct_model():
     p = recommend("Llama-3.1-70B", "4xH100", Workload("chat", context_tokens=32768))
     assert p.served_model == "meta-llama/Llama-3.1-70B-Instruct"
     assert recommend("Qwen2.5-7B", "1xH100", "agent").served_model == "Qwen/Qwen2.5-7B-Instruct"
-    assert recommend("Qwen2.5-7B", "1xH100", "batch").served_model == "Qwen/Qwen2.5-7B"
+    # every workload serves the chat checkpoint (RAG and batch requests use the chat API and
+    # template too); the base one only when asked
+    assert recommend("Qwen2.5-7B", "1xH100", "batch").served_model == "Qwen/Qwen2.5-7B-Instruct"
+    assert recommend("Qwen2.5-7B", "1xH100", "rag").served_model == "Qwen/Qwen2.5-7B-Instruct"
+    assert recommend("Qwen2.5-7B", "1xH100", "batch",
+                     base_model=True).served_model == "Qwen/Qwen2.5-7B"
 
 
 def test_3_sliding_windows_count_as_vllm_counts_them():

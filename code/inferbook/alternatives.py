@@ -9,83 +9,49 @@ SGLang 0.5.23, or None with the reason it does not apply. No torch at import.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
-from . import rules, sizing
+from . import rules
 from .arith import ceil_div
 from .commands import check_command
 from .decision import Decision
-from .hardware import GPU
+from .hardware import GPU, GPUS
 from .models import ModelSpec
 
 GiB = 2**30
 HOST_GIB_PER_GPU = 256   # assumed host memory per GPU of a GPU server (2 TiB for 8 GPUs)
 
 
-def expert_params(spec: ModelSpec) -> int:
-    """Return the routed experts' parameters (what expert parallelism shards), all layers."""
-    if not spec.is_moe:
-        return 0
-    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace
-    return moe_layers * spec.n_routed_experts * 3 * spec.hidden_size * spec.moe_intermediate_size
-
-
-def dp_ep_memory(spec: ModelSpec, g: GPU, n: int, weight_dtype: str, utilization: float,
-                 max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, int, int]:
-    """Return (usable, weight, runtime) bytes per GPU with attention replicated on each of `n`
-    GPUs (data-parallel attention) and the routed experts spread over them (expert parallel)."""
-    byte = sizing.get_dtype(weight_dtype).bits / 8
-    experts = expert_params(spec)
-    weights = math.ceil((spec.n_params - experts) * byte + experts * byte / n)
-    runtime = sizing.vllm_runtime_memory(spec, 1, max_num_batched_tokens=max_num_batched_tokens,
-                                         max_num_seqs=max_num_seqs)
-    non_torch_tp = sizing.ASSUMED_NON_TORCH_BYTES["tp"] - sizing.ASSUMED_NON_TORCH_BYTES[1]
-    usable = math.ceil(g.hbm_bytes * utilization)
-    return usable, weights, runtime.total_bytes + non_torch_tp
-
-
-def dp_ep(spec: ModelSpec, g: GPU, n: int, w, lay: rules.Layout, tp_held: int,
-          tp_rate: float) -> Decision:
-    """Return the DP-attention + EP alternative on all `n` GPUs, compared with the TP plan."""
-    if not (spec.is_moe or spec.is_mla) or n < 2:
-        return Decision(None, "only for MoE/MLA models on several GPUs", rules.CH_SERVING)
-    caps = lay.batching.value
-    seqs = caps["max_num_seqs"]
-    usable, weights, runtime = dp_ep_memory(spec, g, n, lay.weight_dtype,
-                                            lay.budget.usable_bytes / g.hbm_bytes,
-                                            caps["max_num_batched_tokens"], seqs)
-    budget = usable - weights - runtime
-    per_request = sizing.kv_bytes_per_gpu(spec, 1, w.sizing_tokens, 1, lay.kv_dtype)
-    if budget < sizing.kv_bytes_per_gpu(spec, 1, w.context_tokens, 1, lay.kv_dtype):
-        return Decision(None, (
-            f"data-parallel attention does not fit: each GPU would keep the attention and dense "
-            f"weights whole plus 1/{n} of the experts ({weights / 1e9:.1f} GB of "
-            f"{usable / 1e9:.1f} GB usable), leaving no room for one {w.context_tokens:,}-token "
-            "request"), rules.CH_SERVING)
-    per_rank = budget // per_request
-    b = max(1, min(per_rank, seqs, ceil_div(w.concurrency, n) if w.concurrency else seqs))
-    rank = replace(lay, tp=1, pp=1, dp=n)
-    try:
-        cost = rules.step_cost_model(spec, g, rank)
-        step = replace(cost, weight_bytes=weights).step_time([(1, w.sizing_tokens - 1)] * b)
-    except ValueError:
-        step = rules._roofline_seconds(spec, g, rank, b, w.sizing_tokens)
-    rate = n * b / step
-    flags = ["--tensor-parallel-size", "1", "--data-parallel-size", str(n),
-             "--enable-expert-parallel"]
-    sglang = ["--tp-size", str(n), "--attn-dp-size", str(n), "--ep-size", str(n)]
+def dp_ep(spec: ModelSpec, lay: rules.Layout, rates, tp_held: int, tp_rate: float) -> Decision:
+    """Return the runner-up of the other kind (data-parallel attention + EP against tensor
+    parallelism) from the main ranking's `rates` (`parallelism.rate_layouts`)."""
+    others = [r for r in rates if (r.layout.ep > 1) != (lay.ep > 1)]
+    if not others:
+        return Decision(None, "no layout of the other kind holds one longest request",
+                        rules.CH_SERVING)
+    best = max(others, key=lambda r: r.tokens_per_s)
+    o = best.layout
+    if o.ep > 1:
+        flags = ["--tensor-parallel-size", "1", "--data-parallel-size", str(o.dp),
+                 "--enable-expert-parallel"]
+        sglang = ["--tp-size", str(o.ep), "--attn-dp-size", str(o.ep), "--ep-size", str(o.ep)]
+        name = (f"data-parallel attention over {o.dp} GPUs with the {spec.n_routed_experts} "
+                f"routed experts spread over {o.ep}")
+    else:
+        flags = ["--tensor-parallel-size", str(o.tp)] + (
+            ["--data-parallel-size", str(o.dp)] if o.dp > 1 else [])
+        sglang = ["--tp-size", str(o.tp)] + (["--dp-size", str(o.dp)] if o.dp > 1 else [])
+        name = f"tensor parallelism TP={o.tp}" + (f" x {o.dp} replicas" if o.dp > 1 else "")
     assert not check_command(["vllm", "serve", "m", *flags], "vllm")
     assert not check_command(["python", "-m", "sglang.launch_server", *sglang], "sglang")
-    why = (f"data-parallel attention over {n} GPUs with the {spec.n_routed_experts or 0} routed "
-           f"experts spread over them: {weights / 1e9:.1f} GB of weights per GPU, KV for "
-           f"{n * per_rank} requests of {w.sizing_tokens:,} tokens (the TP plan: {tp_held}), "
-           f"about {rate:,.0f} decode tokens/s by the step-cost model (the TP plan: "
-           f"{tp_rate:,.0f}; the all-to-all of expert parallelism is not in the model). vLLM: "
-           f"{' '.join(flags)}; SGLang 0.5.23: {' '.join(sglang)} (--enable-dp-attention is "
-           "its deprecated spelling)")
-    return Decision(dict(held=n * per_rank, tokens_per_s=rate, weight_bytes=weights,
-                         vllm_flags=tuple(flags), sglang_flags=tuple(sglang)), why,
-                    rules.CH_SERVING, f"{rules.WHEEL}: config/parallel.py::ParallelConfig; "
+    why = (f"{name}: {o.budget.weight_bytes / 1e9:.1f} GB of weights per GPU, KV for "
+           f"{best.held} requests (the plan: {tp_held}), about {best.tokens_per_s:,.0f} tokens/s "
+           f"by the step-cost model (the plan: {tp_rate:,.0f}). vLLM: {' '.join(flags)}; "
+           f"SGLang 0.5.23: {' '.join(sglang)} (--enable-dp-attention is its deprecated "
+           "spelling)")
+    return Decision(dict(held=best.held, tokens_per_s=best.tokens_per_s,
+                         weight_bytes=o.budget.weight_bytes, vllm_flags=tuple(flags),
+                         sglang_flags=tuple(sglang)), why, rules.CH_SERVING,
+                    f"{rules.WHEEL}: config/parallel.py::ParallelConfig; "
                     "sglang 0.5.23 srt/arg_groups/parallel_hook.py:39")
 
 
@@ -122,13 +88,43 @@ def kv_offload(spec: ModelSpec, w, lay: rules.Layout, held_per_replica: int) -> 
 
 
 def alternatives(spec: ModelSpec, g: GPU, n: int, w, lay: rules.Layout, kv: dict,
-                 rate: float) -> tuple[tuple[str, Decision], ...]:
+                 rate: float, rates=()) -> tuple[tuple[str, Decision], ...]:
     """Return the sized alternatives that apply to this plan, by name."""
     out = []
-    if (spec.is_moe or spec.is_mla) and n > 1:
-        out.append(("dp attention + expert parallel",
-                    dp_ep(spec, g, n, w, lay, lay.dp * kv["sequences"], rate)))
+    if spec.is_moe and n > 1:
+        name = "tensor parallel" if lay.ep > 1 else "dp attention + expert parallel"
+        out.append((name, dp_ep(spec, lay, rates, lay.dp * kv["sequences"], rate)))
     off = kv_offload(spec, w, lay, kv["sequences"])
     if off.value is not None:
         out.append(("cpu kv offloading", off))
     return tuple(out)
+
+
+def memory_fixes(spec: ModelSpec, g: GPU, n: int, ctx: int,
+                 allow_quantization: bool) -> tuple[str, ...]:
+    """Return the changes that would make `ctx`-token requests of `spec` fit, each checked with
+    the same budget rules: more GPUs of this type, a GPU with more memory, a shorter context
+    (only when the weights alone leave room), quantized weights (only when they would fit)."""
+    def fits(gpu: GPU, count: int, tokens: int, quant: bool) -> bool:
+        req = rules.PlanRequest(count, rules.compute_dtype(gpu), "latency", None, 0.92)
+        return rules.decide_weights(spec, gpu, tokens, req, quant).value is not None
+
+    out = []
+    more = next((m for m in (2, 4, 8, 16, 32, 64) if m > n and fits(g, m, ctx, False)), None)
+    if more:
+        out.append(f"at least {more}x {g.name} (the checkpoint's weights at TP/PP over them)")
+    bigger = [x.name for x in GPUS.values() if x.hbm_bytes > g.hbm_bytes and fits(x, n, ctx, False)]
+    if bigger:
+        out.append(f"{n}x a GPU with more memory: {', '.join(bigger)}")
+    if ctx > 1024 and fits(g, n, 1024, False):
+        lo, hi = 1024, ctx
+        while hi - lo > 256:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(g, n, mid, False) else (lo, mid)
+        out.append(f"a --max-model-len of at most {lo:,} on these GPUs")
+    if not allow_quantization and fits(g, n, ctx, True):
+        out.append("quantized weights (allow_quantization=True), after a quality check")
+    nothing = (f"{spec.name} does not fit on {n}x {g.name} at any context: weights alone "
+               f"exceed the budget; use more GPUs than one node's {rules.GPUS_PER_NODE} or a smaller "
+               "model")
+    return tuple(out) or (nothing,)

@@ -19,8 +19,12 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from . import alternatives, rules, sglang_rules, sizing
-from .commands import check_command, engine_args, format_command, sglang_argv, vllm_argv
+from . import alternatives, checkpoints, parallelism, rules, sglang_rules, sizing, validate
+from .commands import (
+    NodeCommand, check_command, engine_args, format_command, node_commands,
+)
+from .arith import ceil_div
+from .capacity import decide_capacity
 from .decision import Decision
 from .hardware import GPU, gpu as gpu_preset
 from .models import ModelSpec, as_spec
@@ -135,12 +139,17 @@ def resolve_gpus(gpus) -> tuple[GPU, int]:
         raise ValueError(f"gpus must be like '4xH100', ('H100', 4) or a GPU, got {gpus!r}")
     if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
         raise ValueError(f"GPU count must be a positive integer, got {count!r}")
+    if count > MAX_GPUS:
+        raise ValueError(f"GPU count {count:,} is more than any one deployment (at most "
+                         f"{MAX_GPUS:,}): plan one engine and replicate it behind a router")
     return gpu_preset(name), count
 
 
-def served_repo(spec: ModelSpec, kind: str) -> str:
-    """Return the repository to serve: the chat (instruct) one for chat and agent workloads."""
-    if kind in ("chat", "agent") and spec.chat_repo:
+def served_repo(spec: ModelSpec, base: bool = False) -> str:
+    """Return the repository to serve: the chat (instruct) one for every workload (RAG and
+    batch requests come through the chat API too, and a base checkpoint has no chat
+    template), the base one only when asked (`base=True`) or when no chat one is published."""
+    if spec.chat_repo and not base:
         return spec.chat_repo
     match = re.search(r"huggingface\.co/([^/]+/[^/]+)/", spec.source)
     return match.group(1) if match else spec.name
@@ -188,9 +197,19 @@ class Plan:
     hf_overrides: str | None = None          # e.g. the RoPE scaling an Instruct model needs
     sglang: Decision | None = None           # value: sglang_rules.SglangMemory or None (no command)
     alternatives: tuple[tuple[str, Decision], ...] = ()   # sized alternatives (DP+EP, offload)
-    vllm_argv: tuple[str, ...] = ()
+    vllm_argv: tuple[str, ...] = ()          # the first node's command (all of it on one node)
     sglang_argv: tuple[str, ...] = ()
+    expert_parallel: int = 1                 # > 1: data-parallel attention + EP over that many GPUs
+    parsers: checkpoints.Parsers | None = None   # tool-call / reasoning parsers (agent, reasoning)
+    served_model_name: str = ""
+    vllm_nodes: tuple[NodeCommand, ...] = ()   # one command per kind of node
+    sglang_nodes: tuple[NodeCommand, ...] = ()
     ok: bool = True
+
+    @property
+    def nodes(self) -> int:
+        """Return the nodes the plan's commands run on."""
+        return sum(c.count for c in self.vllm_nodes) or 1
 
     @property
     def vllm_command(self) -> str:
@@ -210,8 +229,10 @@ class Plan:
         raise KeyError(topic)
 
     def __str__(self) -> str:
-        from .render import render_markdown
-        return render_markdown(self)
+        return (f"{self.model} on {self.num_gpus}x {self.gpu}: {self.served_model}, "
+                f"{self.weight_dtype} weights, TP={self.tensor_parallel} PP="
+                f"{self.pipeline_parallel} DP={self.data_parallel} EP={self.expert_parallel} "
+                "(inferbook.render.render_markdown shows the decisions)")
 
 
 @dataclass(frozen=True)
@@ -228,80 +249,50 @@ class Refusal:
     ok: bool = False
 
     def __str__(self) -> str:
-        from .render import render_markdown
-        return render_markdown(self)
+        return f"refused: {self.model} on {self.num_gpus}x {self.gpu}: {self.reason}"
 
 
 def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: str | None = None,
               gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
               request_rate: float | None = None, ttft_p90_s: float | None = None,
-              tpot_p90_s: float | None = None) -> Plan | Refusal:
+              tpot_p90_s: float | None = None, base_model: bool = False) -> Plan | Refusal:
     """Return a deployment plan for `model` on `gpus` serving `workload`, or a Refusal.
 
     model: a preset name or a ModelSpec (`ModelSpec.from_hf_config` for others). gpus: "4xH100",
     ("H100", 4) or a GPU. served_model: the repository to serve (default: the preset's chat
-    repository for chat/agent, else its base one; an int4 plan needs an AWQ one).
-    request_rate, ttft_p90_s, tpot_p90_s: size TP, replicas and --max-num-seqs with chapter 9's
-    simulator (`inferbook.simulate.decide_capacity`) instead of the memory-only rules.
+    repository, or its base one with `base_model=True`; a published quantized checkpoint when
+    the plan needs one). request_rate, ttft_p90_s, tpot_p90_s: size TP, replicas and
+    --max-num-seqs with chapter 9's simulator instead of the memory-only rules.
     """
     spec, (g, n), w = as_spec(model), resolve_gpus(gpus), _workload(workload)
-    if served_model is not None and not (isinstance(served_model, str) and served_model.strip()):
-        raise TypeError(f"served_model must be a repository name (a non-empty string) or None, "
-                        f"got {served_model!r}")
-    util = sizing._fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
+    util = _arguments(served_model, gpu_memory_utilization, base_model)
     if w.context_tokens > spec.max_position_embeddings:
         return _refuse_context(spec, g, n, w)
-    served = served_model or served_repo(spec, w.kind)
+    served = served_model or served_repo(spec, base_model)
     context = rules.decide_context(spec, served, w.context_tokens)
     if context.value is None:
         return Refusal(spec.name, g.name, n, w, context.reason,
                        tuple(context.extra["suggestions"]), rules.CH_SIZING)
     req = rules.PlanRequest(n, rules.kv_dtype_for(spec, g, w.fp8_kv_quality_checked),
-                        w.effective_priority, w.concurrency, util)
-    # The weight format is decided at vLLM's default cap: a large requested concurrency is a
-    # queue, never a reason to quantize the weights (capped below to what the KV cache holds).
-    default_seqs = rules.decide_batching(g, req.priority, None).value["max_num_seqs"]
-    wreq = replace(req, concurrency=None if w.concurrency is None
-                   else min(w.concurrency, n * default_seqs))
-    weights = rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
+                            w.effective_priority, w.concurrency, util)
+    weights = _decide_weights(spec, g, w, req)
     if weights.value is None:
         return _refuse_memory(spec, g, n, w, weights)
-    wdtype = weights.value["weight_dtype"]
     if weights.value["quantization"] == "awq" and served_model is None:
         return _refuse_awq(spec, g, n, w)
-    tokens, prefix = w.sizing_tokens, w.shared_prefix_tokens
-    capacity = _capacity(spec, g, w, wdtype, req.kv_dtype, request_rate, ttft_p90_s, tpot_p90_s)
-    layouts = [lay for lay in (rules.layout(spec, g, x.tp, x.pp, wdtype, req)
-                                for x in weights.value["layouts"])
-               if lay.sequences(spec, w.context_tokens) >= 1] or weights.value["layouts"]
-    parallel = (_capacity_parallelism(spec, g, w, req, wdtype, capacity) if capacity else
-                rules.decide_parallelism(spec, g, layouts, tokens, prefix, req,
-                                         w.tpot_target_ms, w.output_tokens))
+    served = served_model or weights.value["served_repo"] or served
+    capacity = _capacity(spec, g, w, weights.value["weight_dtype"], req.kv_dtype, request_rate,
+                         ttft_p90_s, tpot_p90_s)
+    parallel = _decide_parallelism(spec, g, w, req, weights, capacity)
     if parallel.value is None:
         return Refusal(spec.name, g.name, n, w, parallel.reason,
                        ("more GPUs", "a lower request rate or looser p90 targets"),
                        rules.CH_SERVING)
-    lay = parallel.value["layout"]
-    for _ in range(3):   # the KV cache holds fewer: cap --max-num-seqs at what fits (a fixed point)
-        held = max(lay.sequences(spec, tokens, prefix), 1)
-        if capacity or w.concurrency is None or lay.batching.value["max_num_seqs"] == held or (
-                lay.batching.value["max_num_seqs"] < held and held * lay.dp >= w.concurrency):
-            break
-        lay = rules.layout(spec, g, lay.tp, lay.pp, wdtype,
-                           replace(req, concurrency=min(held * lay.dp, w.concurrency)))
-        held = lay.sequences(spec, tokens, prefix)
-        parallel = replace(parallel, value=dict(parallel.value, layout=lay), extra={
-            "warning": f"only {held * lay.dp} of the {w.concurrency} requested {tokens:,}-token "
-                       f"requests fit in the KV cache at once (TP={lay.tp}"
-                       + (f" x {lay.dp} replicas" if lay.dp > 1 else "") + "); the rest wait "
-                       f"in the queue, so --max-num-seqs is capped at {max(held, 1)} per "
-                       "replica (a larger cap only adds sampler buffers): more GPUs, or an "
-                       "fp8 KV cache after a quality check, would hold more"})
+    lay, tokens, prefix = parallel.value["layout"], w.sizing_tokens, w.shared_prefix_tokens
     max_seqs = lay.batching.value["max_num_seqs"]
-    speculation = rules.decide_speculation(spec, g, w.kind, req.priority, wdtype, w.draft_model,
-                                           w.acceptance_rate, max_seqs, lay.dp,
-                                           running_batch=min(max_seqs,
-                                                             lay.sequences(spec, tokens, prefix)))
+    speculation = rules.decide_speculation(
+        spec, g, w.kind, req.priority, lay.weight_dtype, w.draft_model, w.acceptance_rate,
+        max_seqs, lay.dp, running_batch=min(max_seqs, lay.sequences(spec, tokens, prefix)))
     decisions = (
         ("weights", weights), ("parallelism", parallel),
         ("kv cache", rules.decide_kv_cache(spec, g, lay, w.context_tokens, tokens, prefix,
@@ -311,8 +302,64 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         ("attention", rules.decide_attention_backend(spec, g, req.kv_dtype)),
         ("speculative decoding", speculation),
         ("async scheduling", rules.decide_async_scheduling(
-            speculation.value.method if speculation.value else None, lay.pp)))
+            speculation.value.method if speculation.value else None, lay.pp)),
+        ("output parsing", checkpoints.decide_parsers(spec, served, w.kind)))
     return _assemble(spec, g, n, w, util, served, decisions, capacity, context)
+
+
+MAX_GPUS = 100_000   # more than any one deployment: a typo or a fleet, never a plan
+
+
+def _arguments(served_model, gpu_memory_utilization, base_model) -> float:
+    """Check recommend's keyword arguments; return the utilization."""
+    if served_model is not None and not (isinstance(served_model, str) and served_model.strip()):
+        raise TypeError(f"served_model must be a repository name (a non-empty string) or None, "
+                        f"got {served_model!r}")
+    if not isinstance(base_model, bool):
+        raise TypeError(f"base_model must be True or False, got {base_model!r}")
+    util = validate.finite_float("gpu_memory_utilization", gpu_memory_utilization, maximum=1.0)
+    if util <= 0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+    return util
+
+
+def _decide_weights(spec, g, w, req) -> Decision:
+    """Return the weight decision, taken at vLLM's default cap: a large requested concurrency
+    is a queue, never a reason to quantize the weights (capped later to what the KV holds)."""
+    default_seqs = rules.decide_batching(g, req.priority, None).value["max_num_seqs"]
+    wreq = replace(req, concurrency=None if w.concurrency is None
+                   else min(w.concurrency, req.n_gpus * default_seqs))
+    return rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
+
+
+def _decide_parallelism(spec, g, w, req, weights, capacity) -> Decision:
+    """Return the parallelism decision at the requested concurrency, with --max-num-seqs
+    capped at what each replica's KV cache holds (a fixed point: the cap changes the
+    activation memory, which changes what fits)."""
+    wdtype, tokens, prefix = weights.value["weight_dtype"], w.sizing_tokens, w.shared_prefix_tokens
+    if capacity:
+        return _capacity_parallelism(spec, g, w, req, wdtype, capacity)
+    layouts = [lay for lay in (rules.layout(spec, g, x.tp, x.pp, wdtype, req, x.ep)
+                               for x in weights.value["layouts"])
+               if lay.sequences(spec, w.context_tokens) >= 1] or weights.value["layouts"]
+    parallel = parallelism.decide_parallelism(spec, g, layouts, tokens, prefix, req,
+                                              w.tpot_target_ms, w.output_tokens)
+    lay = parallel.value["layout"]
+    for _ in range(3):
+        held = max(lay.sequences(spec, tokens, prefix), 1)
+        if w.concurrency is None or lay.batching.value["max_num_seqs"] == held or (
+                lay.batching.value["max_num_seqs"] < held and held * lay.dp >= w.concurrency):
+            break
+        lay = rules.layout(spec, g, lay.tp, lay.pp, wdtype,
+                           replace(req, concurrency=min(held * lay.dp, w.concurrency)), lay.ep)
+        held = lay.sequences(spec, tokens, prefix)
+        parallel = replace(parallel, value=dict(parallel.value, layout=lay), extra={
+            "warning": f"only {held * lay.dp} of the {w.concurrency} requested {tokens:,}-token "
+                       f"requests fit in the KV cache at once ({parallelism.describe(lay)}); "
+                       f"the rest wait in the queue, so --max-num-seqs is capped at "
+                       f"{max(held, 1)} per replica (a larger cap only adds sampler buffers): "
+                       "more GPUs, or an fp8 KV cache after a quality check, would hold more"})
+    return parallel
 
 
 def _workload(workload) -> Workload:
@@ -335,12 +382,6 @@ def _capacity(spec, g, w, weight_dtype, kv_dtype, request_rate, ttft_p90_s, tpot
     if w.output_tokens is None:
         raise ValueError("capacity planning needs Workload(output_tokens=...): the simulator "
                          "splits each typical request into prompt and output")
-    try:
-        from .simulate import decide_capacity
-    except ImportError as err:
-        raise NotImplementedError("capacity planning from a request rate needs chapter 9's "
-                                  "simulator, inferbook.simulate.decide_capacity, which this "
-                                  "installation does not have") from err
     decision = decide_capacity(spec, g.name, request_rate=request_rate,
                                prompt_tokens=w.sizing_tokens - w.output_tokens,
                                output_tokens=w.output_tokens, ttft_p90_s=ttft_p90_s,
@@ -381,14 +422,21 @@ def _assemble(spec, g, n, w, util, served, decisions, capacity, context) -> Plan
     warnings = [x for x in (d["parallelism"].extra.get("warning"), context.extra.get("warning"))
                 if x]
     warnings += _warnings(spec, g, w, lay, kv, d["speculative decoding"].value)
-    step_s = (rules.steady_step_seconds(spec, g, lay, batch, tokens, w.output_tokens)
-              if w.output_tokens and not capacity else
-              rules.decode_step_seconds(spec, g, lay, batch, tokens))
+    warnings += _fleet_warnings(spec, w, lay, n, kv["sequences"])
+    step_s = parallelism.step_seconds(spec, g, lay, batch, tokens,
+                                      None if capacity else w.output_tokens)
     throughput = par["dp"] * batch / step_s
     if w.throughput_target_tok_s is not None and throughput < w.throughput_target_tok_s:
         warnings.append(f"the target of {w.throughput_target_tok_s:,.0f} decode tokens/s is above"
                         f" chapter 9's estimate for this plan ({throughput:,.0f}): add GPUs")
-    alts = alternatives.alternatives(spec, g, n, w, lay, d["kv cache"].value, throughput)
+    graphs = rules.cuda_graph_capture_max(g, caps["max_num_seqs"], caps["max_num_batched_tokens"])
+    if batch > graphs:
+        warnings.append(f"vLLM captures CUDA graphs up to {graphs} tokens per step "
+                        f"(min(2 x --max-num-seqs, {rules.default_graph_ceiling(g)}, "
+                        f"--max-num-batched-tokens)); decode steps of more than {graphs} of the "
+                        f"{batch} running requests run without a full graph")
+    alts = alternatives.alternatives(spec, g, n, w, lay, d["kv cache"].value, throughput,
+                                     par.get("rates", ()))
     sglang = _sglang_decision(spec, g, w, lay, d, caps)
     if sglang.value is None:
         warnings.append(f"no SGLang command: {sglang.reason}")
@@ -411,16 +459,50 @@ def _assemble(spec, g, n, w, util, served, decisions, capacity, context) -> Plan
         tpot_bound_ms=step_s * 1e3,
         throughput_bound_tok_s=throughput, decisions=tuple(decisions),
         warnings=tuple(warnings), capacity=capacity, hf_overrides=context.value["hf_overrides"],
-        sglang=sglang, alternatives=alts)
-    plan = replace(plan, vllm_argv=vllm_argv(plan),
-                   sglang_argv=sglang_argv(plan) if sglang.value is not None else ())
-    for engine, argv in (("vllm", plan.vllm_argv), ("sglang", plan.sglang_argv)):
-        if not argv:
-            continue
-        problems = check_command(argv, engine)
-        if problems:   # a bug here, never the user's fault
-            raise AssertionError(f"generated {engine} command uses unknown flags: {problems}")
+        sglang=sglang, alternatives=alts, expert_parallel=lay.ep,
+        parsers=d["output parsing"].value, served_model_name=_served_name(spec, served))
+    vllm_nodes = node_commands(plan, "vllm")
+    sglang_nodes = node_commands(plan, "sglang") if sglang.value is not None else ()
+    plan = replace(plan, vllm_nodes=vllm_nodes, sglang_nodes=sglang_nodes,
+                   vllm_argv=vllm_nodes[0].argv,
+                   sglang_argv=sglang_nodes[0].argv if sglang_nodes else ())
+    for engine, nodes in (("vllm", plan.vllm_nodes), ("sglang", plan.sglang_nodes)):
+        for node in nodes:
+            problems = check_command(node.argv, engine)
+            if problems:   # a bug here, never the user's fault
+                raise AssertionError(f"generated {engine} command is refused: {problems}")
     return plan
+
+
+def _served_name(spec: ModelSpec, served: str) -> str:
+    """Return the name clients call the model by: the preset's name (stable across formats and
+    repositories), as --served-model-name."""
+    return spec.name if spec.name and "/" not in spec.name else served.rsplit("/", 1)[-1]
+
+
+ABSURD_FLEET_GPUS = 64   # more GPUs than 8 nodes: a fleet of deployments, not one
+
+
+def _fleet_warnings(spec, w, lay, n, held_per_replica) -> list[str]:
+    """Return warnings about GPUs the plan leaves idle or a fleet larger than the load."""
+    out = []
+    used = lay.dp * lay.tp * lay.pp if lay.ep == 1 else lay.dp
+    if used < n:
+        out.append(f"{n - used} of the {n} GPUs stay idle: {parallelism.describe(lay)} uses "
+                   f"{used}")
+    engines = used // parallelism.engine_gpus(lay)
+    if n > ABSURD_FLEET_GPUS:
+        out.append(f"{n:,} GPUs are a fleet, not one deployment: the plan is {engines:,} "
+                   f"independent engine(s) of {parallelism.engine_gpus(lay)} GPU(s) behind a "
+                   "router (one command per node below); size the fleet from the request "
+                   "rate (request_rate=, ttft_p90_s=, tpot_p90_s=)")
+    if w.concurrency is not None and held_per_replica > 0:
+        per_engine = held_per_replica * max(1, lay.dp // max(engines, 1))
+        needed = ceil_div(w.concurrency, per_engine)
+        if needed < engines:
+            out.append(f"{needed} of the {engines:,} engines already hold the {w.concurrency} "
+                       "concurrent requests; the rest add throughput only")
+    return out
 
 
 def _sglang_decision(spec, g, w, lay, d, caps) -> Decision:
@@ -428,13 +510,14 @@ def _sglang_decision(spec, g, w, lay, d, caps) -> Decision:
     SGLang 0.5.23 cannot run it (fp8 below sm80, or its static memory holds no request)."""
     sm = rules.sm(g)
     q = d["weights"].value["quantization"]
-    for what, used in (("weights", q == "fp8"), ("KV cache", lay.kv_dtype == "fp8")):
+    for what, used in (("weights", lay.weight_dtype == "fp8" and q is not None),
+                       ("KV cache", lay.kv_dtype == "fp8")):
         refusal = sglang_rules.fp8_refusal(sm, what) if used else None
         if refusal:
             return Decision(None, refusal, rules.CH_SIZING, f"{sglang_rules.WHEEL}: "
                             "srt/layers/quantization/fp8.py:339")
     mem = sglang_rules.mem_fraction_static(
-        lay.budget.gpu_bytes / sglang_rules.MiB, tp=lay.tp, pp=lay.pp,
+        lay.budget.gpu_bytes / sglang_rules.MiB, tp=max(lay.tp, lay.ep), pp=lay.pp,
         chunked_prefill_size=caps["max_num_batched_tokens"],
         max_running_requests=caps["max_num_seqs"], mla=spec.is_mla)
     pool = mem.static_bytes - lay.budget.weight_bytes
@@ -452,7 +535,13 @@ def _sglang_decision(spec, g, w, lay, d, caps) -> Decision:
                         f"leaves {pool / 1e9:.1f} GB for the KV pool, less than one "
                         f"{w.context_tokens:,}-token request ({need / 1e9:.1f} GB): {why}",
                         rules.CH_SIZING, cite)
-    return Decision(mem, why, rules.CH_SIZING, cite)
+    # SGLang sizes its decode CUDA graphs and request slots from --max-running-requests:
+    # never more than its own KV pool holds (srt/arg_groups/memory_hook.py)
+    held = max(1, int(pool // max(lay.kv_bytes(spec, w.sizing_tokens), 1)))
+    running = min(caps["max_num_seqs"], held)
+    why += (f"; --max-running-requests {running}: what that pool holds of {w.sizing_tokens:,}-"
+            "token requests" if running < caps["max_num_seqs"] else "")
+    return Decision(mem, why, rules.CH_SIZING, cite, extra={"max_running_requests": running})
 
 
 def _warnings(spec, g, w, lay, kv, speculation) -> list[str]:
@@ -487,7 +576,7 @@ def _refuse_context(spec, g, n, w) -> Refusal:
 
 def _refuse_memory(spec, g, n, w, weights: Decision) -> Refusal:
     return Refusal(spec.name, g.name, n, w, weights.reason + ".",
-                   rules.memory_fixes(spec, g, n, w.context_tokens, w.allow_quantization),
+                   alternatives.memory_fixes(spec, g, n, w.context_tokens, w.allow_quantization),
                    rules.CH_SIZING)
 
 

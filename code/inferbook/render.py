@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .commands import format_command
 from .recommend import Plan, Refusal, Workload, recommend
 
 GB = 1e9
@@ -18,9 +19,10 @@ def choice(p: Plan, topic: str) -> str:
     return {
         "weights": p.weight_dtype
                    + (f" (--quantization {p.quantization})" if p.quantization else ""),
-        "parallelism": f"TP={p.tensor_parallel}"
-                       + (f", PP={p.pipeline_parallel}" if p.pipeline_parallel > 1 else "")
-                       + (f", DP={p.data_parallel}" if p.data_parallel > 1 else ""),
+        "parallelism": (f"DP={p.data_parallel} attention + EP={p.expert_parallel}"
+                        if p.expert_parallel > 1 else f"TP={p.tensor_parallel}"
+                        + (f", PP={p.pipeline_parallel}" if p.pipeline_parallel > 1 else "")
+                        + (f", DP={p.data_parallel}" if p.data_parallel > 1 else "")),
         "kv cache": f"paged, {p.kv_dtype}",
         "batching": f"--max-num-seqs {p.max_num_seqs}, --max-num-batched-tokens "
                     f"{p.max_num_batched_tokens}, --performance-mode {p.performance_mode}",
@@ -31,6 +33,10 @@ def choice(p: Plan, topic: str) -> str:
                                 f"{s.method}, k={s.num_tokens}" + (" (at most)" if s.method ==
                                                                    "suffix" else ""),
         "async scheduling": "on (--async-scheduling)" if p.async_scheduling else "off",
+        "output parsing": "none" if p.parsers is None else ", ".join(
+            x for x in (p.parsers.vllm_tool and f"tools: {p.parsers.vllm_tool}",
+                        p.parsers.vllm_reasoning and f"reasoning: {p.parsers.vllm_reasoning}")
+            if x),
     }[topic]
 
 
@@ -82,9 +88,11 @@ def render_markdown(p: Plan | Refusal) -> str:
                   ["", f"Alternative, {name}: not applicable ({d.reason})."])
     if p.warnings:
         lines += [""] + [f"- warning: {x}" for x in p.warnings]
-    lines += ["", "```bash", p.vllm_command, "```"]
-    if p.sglang_argv:
-        lines += ["", "```bash", p.sglang_command, "```"]
+    for engine, nodes in (("vLLM", p.vllm_nodes), ("SGLang", p.sglang_nodes)):
+        for node in nodes:
+            if len(nodes) > 1 or node.count > 1:
+                lines += ["", f"{engine}, {node.where}:"]
+            lines += ["", "```bash", format_command(node.argv), "```"]
     return "\n".join(lines) + "\n"
 
 

@@ -10,9 +10,9 @@ its `citation`; `tests/test_recommend_vllm.py` quotes the source line.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import attention_backends, roofline, sizing
+from . import attention_backends, checkpoints, roofline, sizing, vllm_memory
 from .arith import ceil_div
 from .decision import Decision
 from .hardware import GPU
@@ -107,13 +107,29 @@ def decide_batching(g: GPU, priority: str, concurrency: int | None, dp: int = 1)
                     "SchedulerConfig.verify_max_model_len")
 
 
+def default_graph_ceiling(g: GPU) -> int:
+    """Return vLLM 0.33.0's default ceiling on CUDA-graph capture sizes: 1024 tokens on data
+    centre Blackwell (sm100 family), else 512 (config/vllm.py:2463-2465)."""
+    return 1024 if g.compute_capability[0] == 10 else 512
+
+
+def cuda_graph_capture_max(g: GPU, max_num_seqs: int, max_num_batched_tokens: int,
+                           decode_query_len: int = 1) -> int:
+    """Return the largest step (tokens) vLLM 0.33.0 captures a CUDA graph for by default:
+    min(max_num_seqs x decode_query_len x 2, the ceiling, max_num_batched_tokens)
+    (`VllmConfig._set_cudagraph_sizes`, config/vllm.py:2460-2552)."""
+    return min(max_num_seqs * decode_query_len * 2, default_graph_ceiling(g),
+               max_num_batched_tokens)
+
+
 # ---------------------------------------------------------------------------------------------
 # memory layouts
 
 
 @dataclass(frozen=True)
 class Layout:
-    """One replica's parallel layout and its per-GPU memory budget."""
+    """One replica's parallel layout and its per-GPU memory budget. `ep` > 1: data-parallel
+    attention on every GPU (tp = 1, `dp` ranks) with the routed experts spread over `ep` GPUs."""
 
     tp: int
     pp: int
@@ -123,6 +139,7 @@ class Layout:
     batching: Decision             # this layout's scheduler caps (decide_batching)
     budget: sizing.MemoryBudget
     window_extra_tokens: int       # vLLM keeps in-flight tokens beside each window
+    ep: int = 1
 
     def sequences(self, spec: ModelSpec, tokens: int, shared_prefix: int = 0) -> int:
         """Return how many requests of `tokens` tokens this layout's KV budget holds."""
@@ -150,21 +167,40 @@ class PlanRequest:
     utilization: float
 
 
-def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: PlanRequest) -> Layout:
-    """Return the layout with vLLM's budget: utilization x total - weights - runtime terms."""
+def expert_bytes(spec: ModelSpec, weight_dtype: str) -> int:
+    """Return the bytes of the routed experts (what expert parallelism shards), all layers."""
+    if not spec.is_moe:
+        return 0
+    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace
+    params = moe_layers * spec.n_routed_experts * 3 * spec.hidden_size * spec.moe_intermediate_size
+    return int(params * sizing.get_dtype(weight_dtype).bits / 8)
+
+
+def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: PlanRequest,
+           ep: int = 1) -> Layout:
+    """Return the layout with vLLM's budget: utilization x total - weights - runtime terms.
+
+    `ep` > 1 (tp = pp = 1): every GPU is a data-parallel attention rank holding the attention
+    and dense weights whole and 1/ep of the routed experts; its non-torch memory is a TP
+    group's (NCCL buffers for the all-to-all)."""
     dp = req.n_gpus // (tp * pp)
     batching = decide_batching(g, req.priority, req.concurrency, dp)
     caps = batching.value
-    runtime = sizing.vllm_runtime_memory(
+    runtime = vllm_memory.vllm_runtime_memory(
         spec, tp, max_num_batched_tokens=caps["max_num_batched_tokens"],
-        max_num_seqs=caps["max_num_seqs"])
+        max_num_seqs=caps["max_num_seqs"], gpu=g)
     budget = sizing.memory_budget(spec, g, tp, weight_dtype,
                                   gpu_memory_utilization=req.utilization, runtime=runtime,
                                   pipeline_parallel=pp)
+    if ep > 1:
+        experts = expert_bytes(spec, weight_dtype)
+        weights = sizing.weight_bytes(spec, weight_dtype) - experts + ceil_div(experts, ep)
+        budget = replace(budget, weight_bytes=weights,
+                         runtime=replace(runtime, non_torch_bytes=vllm_memory.vllm_non_torch_bytes(2)))
     # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens, and
     # max_concurrent_batches = pp + 1 under Model Runner V2 with async scheduling (0.33's default)
     in_flight = caps["max_num_batched_tokens"] * max_concurrent_batches(pp, True)
-    return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight)
+    return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight, ep)
 
 
 def max_concurrent_batches(pp: int, async_scheduling: bool, v2_runner: bool = True) -> int:
@@ -178,16 +214,27 @@ def max_concurrent_batches(pp: int, async_scheduling: bool, v2_runner: bool = Tr
     return pp
 
 
-def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
-    """Return (tp, pp) pairs that use whole nodes, smallest first."""
+PCIE_TP_STEPS = (2, 4)     # without NVLink: TP <= 2, then <= 4, each before a larger TP
+MAX_PIPELINE_STAGES = 16   # beyond this many stages a replica is a fleet, not a layout
+
+
+def layout_shapes(spec: ModelSpec, n: int, max_tp: int, pipeline: bool) -> list[tuple[int, int, int]]:
+    """Return the (tp, pp, ep) shapes of `n` GPUs, simplest first: TP degrees up to `max_tp`
+    inside one node; with `pipeline`, the largest of them times PP stages across whole nodes;
+    for MoE models, data-parallel attention with EP over one node (or whole nodes)."""
     per_node = min(n, GPUS_PER_NODE)
-    tps = [d for d in sizing.valid_tp_degrees(spec, per_node) if n % d == 0]
-    pairs = [(d, 1) for d in tps]
-    if n > GPUS_PER_NODE and tps:
+    tps = [d for d in sizing.valid_tp_degrees(spec, min(per_node, max_tp))
+           if n % d == 0 and per_node % d == 0]
+    shapes = [(d, 1, 1) for d in tps]
+    if pipeline and n > GPUS_PER_NODE and tps:
         top = tps[-1]
-        pairs += [(top, pp) for pp in range(2, n // top + 1)
-                  if n % (top * pp) == 0 and pp <= spec.num_hidden_layers]
-    return pairs
+        shapes += [(top, pp, 1) for pp in range(2, min(n // top, MAX_PIPELINE_STAGES) + 1)
+                   if n % (top * pp) == 0 and pp <= spec.num_hidden_layers
+                   and (top * pp) % GPUS_PER_NODE == 0]
+    if spec.is_moe and n >= 2:
+        groups = [per_node] + [e for e in (16, 32, 64) if e <= n and n % e == 0]
+        shapes += [(1, 1, e) for e in groups if n % e == 0]
+    return shapes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +243,8 @@ def tp_pp_candidates(spec: ModelSpec, n: int) -> list[tuple[int, int]]:
 
 def weight_ladder(spec: ModelSpec, g: GPU,
                   allow_quantization: bool) -> list[tuple[str, str | None, str]]:
-    """Return (storage dtype, --quantization, why) from the checkpoint's dtype down."""
+    """Return (storage dtype, --quantization, why) from the checkpoint's dtype down. A
+    published pre-quantized checkpoint (`inferbook.checkpoints`) needs no --quantization."""
     # the checkpoint's stored format (from_hf_config reads quantization_config), else the report
     native = (spec.checkpoint_dtype if spec.checkpoint_dtype != "bf16"
               else CHECKPOINT_DTYPE.get(spec.name, "bf16"))
@@ -204,36 +252,69 @@ def weight_ladder(spec: ModelSpec, g: GPU,
     if not allow_quantization:
         return ladder
     if sizing.get_dtype(native).bits > 8:
-        how = "W8A8 FP8 kernels" if sm(g) >= 89 else "FP8 Marlin weight-only kernels (sm75+)"
-        ladder.append(("fp8", "fp8", f"online FP8 quantization of the linear layers ({how})"))
+        repo = checkpoints.published(spec.name, "fp8")
+        if repo and sm(g) >= 89:
+            ladder.append(("fp8", None, f"the published FP8 checkpoint {repo} (W8A8 FP8 "
+                                        f"kernels on sm{sm(g)})"))
+        else:
+            how = "W8A8 FP8 kernels" if sm(g) >= 89 else "FP8 Marlin weight-only kernels (sm75+)"
+            ladder.append(("fp8", "fp8_per_tensor", f"online FP8 quantization of the linear "
+                           f"layers ({how}; vLLM 0.33 calls it fp8_per_tensor: plain fp8 no "
+                           "longer quantizes online)"))
     if sizing.get_dtype(native).bits > 4:
-        ladder.append(("int4", "awq", "a pre-quantized 4-bit AWQ checkpoint"))
+        repo = checkpoints.published(spec.name, "int4")
+        ladder.append(("int4", None if repo else "awq",
+                       f"the published 4-bit AWQ checkpoint {repo} (Marlin kernels)" if repo
+                       else "a pre-quantized 4-bit AWQ checkpoint"))
     return ladder
+
+
+WEIGHT_CITATION = {
+    "fp8_per_tensor": f"{WHEEL}: model_executor/layers/quantization/fp8.py:106-111 (fp8 refuses "
+                      "online quantization), config/quantization.py:196 (fp8_per_tensor), "
+                      "model_executor/layers/quantization/online/base.py:209-212 (sm75+)",
+}
 
 
 def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
                    allow_quantization: bool) -> Decision:
-    """Return the weight format: the checkpoint's own unless no layout of the `n` GPUs then
-    holds one `ctx`-token request. value = dict(weight_dtype, quantization, layouts) with the
-    layouts that fit, or None (and the numbers that say why) when nothing does."""
+    """Return the weight format and the layouts that hold one `ctx`-token request with it:
+    value = dict(weight_dtype, quantization, served_repo, layouts), or None (and the numbers
+    that say why) when nothing does.
+
+    The tiers, first that holds a request wins: the checkpoint's own weights at TP <= 8 inside
+    a node (on PCIe GPUs, without NVLink, first every format at TP <= 2, then at TP <= 4:
+    a TP all-reduce over PCIe costs more than the quantization); then pipeline
+    parallelism across nodes; then quantized weights (a published checkpoint where one exists,
+    else online FP8, then AWQ) inside a node, then across nodes."""
     n = req.n_gpus
-    pairs = tp_pp_candidates(spec, n)
-    if not pairs:
+    ladder = weight_ladder(spec, g, allow_quantization)
+    pcie = g.nvlink_bytes_per_s is None
+    tiers = ([(fmt, max_tp, False) for max_tp in PCIE_TP_STEPS for fmt in ladder]
+             if pcie else [])
+    tiers += [(ladder[0], GPUS_PER_NODE, False), (ladder[0], GPUS_PER_NODE, True)]
+    tiers += [(fmt, GPUS_PER_NODE, pp) for fmt in ladder[1:] for pp in (False, True)]
+    if not layout_shapes(spec, n, GPUS_PER_NODE, True):
         return Decision(None, f"no tensor-parallel degree dividing {n} can shard {spec.name} "
                         f"({spec.num_attention_heads} heads, {spec.num_key_value_heads} KV "
                         "heads)", CH_SIZING)
-    for wdtype, quant, why in weight_ladder(spec, g, allow_quantization):
-        fitting = [lay for tp, pp in pairs
-                   if (lay := layout(spec, g, tp, pp, wdtype, req))
-                   .sequences(spec, ctx) >= 1]
+    for (wdtype, quant, why), max_tp, pipeline in tiers:
+        fitting = [lay for tp, pp, ep in layout_shapes(spec, n, max_tp, pipeline)
+                   if (lay := layout(spec, g, tp, pp, wdtype, req, ep)).sequences(spec, ctx) >= 1]
+        if pipeline and not any(lay.pp > 1 for lay in fitting):
+            continue
         if fitting:
-            if quant:
-                why += (f"; the checkpoint's weights leave no room for one {ctx:,}-token request "
-                        f"on {n}x {g.name}: check quality on your task before serving")
-            return Decision(dict(weight_dtype=wdtype, quantization=quant, layouts=fitting),
-                            why, CH_SIZING, "fp8: vllm 0.33.0 model_executor/layers/quantization"
-                            "/fp8.py::Fp8Config.get_min_capability (75)" if quant == "fp8" else "")
-    tp, pp = pairs[-1]
+            native = (wdtype, quant, why) == ladder[0]
+            if not native:
+                where = f"at TP <= {max_tp} on PCIe GPUs " if pcie and max_tp < 8 else ""
+                why += (f"; the checkpoint's weights {where}leave no room for one {ctx:,}-token "
+                        f"request on {n}x {g.name}: check quality on your task before serving")
+            repo = None if native or quant else checkpoints.published(spec.name, wdtype)
+            return Decision(dict(weight_dtype=wdtype, quantization=quant, served_repo=repo,
+                                 layouts=fitting), why, CH_SIZING,
+                            WEIGHT_CITATION.get(quant, ""))
+    wdtype = ladder[-1][0]
+    tp, pp, ep = [s for s in layout_shapes(spec, n, GPUS_PER_NODE, True) if s[2] == 1][-1]
     lay = layout(spec, g, tp, pp, wdtype, req)
     b, gb = lay.budget, 1e9
     need = lay.kv_bytes(spec, ctx)
@@ -245,144 +326,6 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
         f"activations, CUDA graphs and non-torch memory, and one {ctx:,}-token request needs "
         f"{need / gb:.1f} GB of KV cache; {b.kv_budget_bytes / gb:.1f} GB are left"),
         CH_SIZING, f"{WHEEL}: v1/core/kv_cache_planning.py::_check_enough_kv_cache_memory")
-
-
-# ---------------------------------------------------------------------------------------------
-# parallelism
-
-
-def step_cost_model(spec: ModelSpec, g: GPU, lay: Layout):
-    """Return chapter 9's step-cost model (`simulate.CostModel`) of one replica of `lay`, with
-    the efficiencies fitted on published runs: the one cost model the book plans with."""
-    from .simulate import FITTED
-    return FITTED.cost_model(spec, g, lay.tp, kv_dtype=lay.kv_dtype,
-                             weight_dtype=lay.weight_dtype)
-
-
-def _roofline_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
-    """Roofline bound on one decode step, for GPUs without a published FP16 peak."""
-    cost = roofline.ForwardCost(
-        flops=2 * spec.n_active_params * max(batch, 1) / (lay.tp * lay.pp),
-        bytes_moved=lay.budget.weight_bytes + (lay.kv_bytes(spec, tokens, batch) if batch else 0))
-    return roofline.step_seconds(g, cost)
-
-
-def decode_step_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int) -> float:
-    """Return the simulator's time for one decode step of `batch` requests of `tokens` tokens
-    on one replica: overhead + max(compute, memory) + the TP all-reduce (chapter 9). With PP the
-    stages share the step's work (weights and layers split pp ways, pp batches in flight)."""
-    if g.fp16_tensor_flops is None:
-        return _roofline_seconds(spec, g, lay, batch, tokens)
-    from .simulate import decode_step_time
-    return decode_step_time(spec, g, lay.tp, max(batch, 1), tokens, kv_dtype=lay.kv_dtype,
-                            weight_dtype=lay.weight_dtype) / lay.pp
-
-
-_decode_seconds = decode_step_seconds
-
-
-def decode_tokens_per_second(spec: ModelSpec, g: GPU, lay: Layout, batch: int,
-                             tokens: int) -> float:
-    """Return the simulator's estimate of one replica's decode tokens/s at `batch` requests."""
-    return 0.0 if batch <= 0 else batch / decode_step_seconds(spec, g, lay, batch, tokens)
-
-
-@dataclass(frozen=True)
-class LayoutRate:
-    """One layout as the step-cost model sees it: its running batch per replica, step time and
-    decode tokens/s over all replicas."""
-
-    layout: Layout
-    held: int                # requests all replicas hold at once (KV cache)
-    batch: int               # running requests per replica
-    step_s: float
-    tokens_per_s: float
-
-
-def steady_step_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int, tokens: int,
-                        output_tokens: int) -> float:
-    """Return the simulator's time for one step of continuous batching in steady state: `batch`
-    decodes at the mean context plus the prefill those requests' successors need, batch x
-    prompt / output tokens per step, up to the step's token budget (chapter 9's cost model)."""
-    if g.fp16_tensor_flops is None:
-        return _roofline_seconds(spec, g, lay, batch, tokens)
-    prompt = tokens - output_tokens
-    budget = lay.batching.value["max_num_batched_tokens"]
-    chunk = min(round(batch * prompt / output_tokens), max(budget - batch, 0))
-    shapes = [(1, prompt + output_tokens // 2)] * batch
-    if chunk > 0:
-        shapes.append((chunk, 0))
-    return step_cost_model(spec, g, lay).step_time(shapes) / lay.pp
-
-
-def rate_layouts(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
-                 shared_prefix: int = 0, concurrency: int | None = None,
-                 output_tokens: int | None = None) -> list[LayoutRate]:
-    """Return each layout's output tokens/s by the simulator's step-cost model, each replica
-    running what its KV cache holds (at most --max-num-seqs and its share of `concurrency`):
-    decode steps at `tokens` of context, or, when `output_tokens` of each request are known,
-    steady-state steps that also prefill the next requests' prompts (`steady_step_seconds`)."""
-    out = []
-    for lay in layouts:
-        fit = lay.sequences(spec, tokens, shared_prefix)
-        b = min(fit, lay.batching.value["max_num_seqs"])
-        if concurrency is not None:
-            b = min(b, ceil_div(concurrency, lay.dp))
-        step = (steady_step_seconds(spec, g, lay, max(b, 1), tokens, output_tokens)
-                if output_tokens else decode_step_seconds(spec, g, lay, max(b, 1), tokens))
-        out.append(LayoutRate(lay, lay.dp * fit, b, step, lay.dp * b / step if b > 0 else 0.0))
-    return out
-
-
-def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: int,
-                       shared_prefix: int, req: PlanRequest, tpot_target_ms: float | None,
-                       output_tokens: int | None = None) -> Decision:
-    """Return value = dict(layout, tp, pp, dp, rates): the layout chapter 9's step-cost model
-    (with its all-reduce term) ranks first by decode tokens/s over all GPUs, among those whose
-    replicas together hold the requested concurrency (or, if none does, the one that holds the
-    most); raised to meet a per-token target. Replicas (DP) fill the remaining GPUs."""
-    rates = rate_layouts(spec, g, layouts, tokens, shared_prefix, req.concurrency,
-                         output_tokens)
-    pool, warn = rates, ""
-    if req.concurrency is not None:
-        meeting = [r for r in rates if r.held >= req.concurrency]
-        pool = meeting or [max(rates, key=lambda r: r.held)]
-        warn = "" if meeting else (
-            f"only {pool[0].held} of the {req.concurrency} requested {tokens:,}-token requests "
-            f"fit in the KV cache at once (TP={pool[0].layout.tp}, the layout that holds the "
-            "most); the rest wait in the queue, and --max-num-seqs is capped at what fits, "
-            "since a larger cap only adds sampler buffers")
-    best = max(pool, key=lambda r: r.tokens_per_s)
-    chosen = best.layout
-    table = ", ".join(f"TP={r.layout.tp}{f'xPP={r.layout.pp}' if r.layout.pp > 1 else ''}"
-                      f"{f'xDP={r.layout.dp}' if r.layout.dp > 1 else ''}: "
-                      f"{r.tokens_per_s:,.0f}" for r in rates)
-    what = ("output tokens/s with the prompts' prefill (steady state)" if output_tokens
-            else "decode tokens/s")
-    why = (f"TP={chosen.tp}: chapter 9's step-cost model (fitted efficiencies, all-reduce term) "
-           f"ranks it first at {best.tokens_per_s:,.0f} {what} over all {req.n_gpus} "
-           f"GPUs, {best.batch} running requests per replica ({table})")
-    if req.concurrency is not None and not warn:
-        why += (f"; its replicas hold the {req.concurrency} concurrent {tokens:,}-token "
-                f"requests ({best.held})")
-    if spec.is_mla and chosen.tp < max(lay.tp for lay in layouts):
-        why += ("; MLA's latent is not split by TP, so replicas hold more requests than "
-                "larger TP degrees")
-    if req.priority == "latency" and tpot_target_ms is not None:
-        fast = [lay for lay in layouts if lay.tp * lay.pp >= chosen.tp * chosen.pp
-                and decode_step_seconds(spec, g, lay, 1, tokens) * 1e3 <= tpot_target_ms]
-        if fast and fast[0] is not chosen:
-            why += f"; raised to TP={fast[0].tp} to meet the {tpot_target_ms:g} ms/token target"
-        chosen = fast[0] if fast else chosen
-        warn = warn or ("" if fast else f"no TP degree brings one decode step under "
-                        f"{tpot_target_ms:g} ms/token in the step-cost model")
-    if chosen.dp > 1:
-        why += (f"; the other GPUs run {chosen.dp - 1} more replica(s) (--data-parallel-size "
-                f"{chosen.dp}): replicas share nothing, so throughput adds up without all-reduce "
-                "traffic")
-    return Decision(dict(layout=chosen, tp=chosen.tp, pp=chosen.pp, dp=chosen.dp, rates=rates),
-                    why, CH_SERVING, extra={"warning": warn} if warn else {})
-
 
 # ---------------------------------------------------------------------------------------------
 # KV cache
@@ -635,35 +578,3 @@ def decide_context(spec: ModelSpec, served: str, ctx: int) -> Decision:
         extra={"warning": f"{served} beyond {native:,} tokens runs with static YaRN scaling, "
                "which the model card says may lower quality on short texts: serve it only "
                "where long requests need it"})
-
-
-def memory_fixes(spec: ModelSpec, g: GPU, n: int, ctx: int,
-                 allow_quantization: bool) -> tuple[str, ...]:
-    """Return the changes that would make `ctx`-token requests of `spec` fit, each checked with
-    the same budget rules: more GPUs of this type, a GPU with more memory, a shorter context
-    (only when the weights alone leave room), quantized weights (only when they would fit)."""
-    from .hardware import GPUS
-
-    def fits(gpu: GPU, count: int, tokens: int, quant: bool) -> bool:
-        req = PlanRequest(count, compute_dtype(gpu), "latency", None, 0.92)
-        return decide_weights(spec, gpu, tokens, req, quant).value is not None
-
-    out = []
-    more = next((m for m in (2, 4, 8, 16, 32, 64) if m > n and fits(g, m, ctx, False)), None)
-    if more:
-        out.append(f"at least {more}x {g.name} (the checkpoint's weights at TP/PP over them)")
-    bigger = [x.name for x in GPUS.values() if x.hbm_bytes > g.hbm_bytes and fits(x, n, ctx, False)]
-    if bigger:
-        out.append(f"{n}x a GPU with more memory: {', '.join(bigger)}")
-    if ctx > 1024 and fits(g, n, 1024, False):
-        lo, hi = 1024, ctx
-        while hi - lo > 256:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(g, n, mid, False) else (lo, mid)
-        out.append(f"a --max-model-len of at most {lo:,} on these GPUs")
-    if not allow_quantization and fits(g, n, ctx, True):
-        out.append("quantized weights (allow_quantization=True), after a quality check")
-    nothing = (f"{spec.name} does not fit on {n}x {g.name} at any context: weights alone "
-               f"exceed the budget; use more GPUs than one node's {GPUS_PER_NODE} or a smaller "
-               "model")
-    return tuple(out) or (nothing,)
