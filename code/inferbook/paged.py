@@ -51,10 +51,17 @@ Public API (stable; the serving engine builds on it):
     Causal attention for one sequence reading keys/values through its block table.
     ``paged_decode_attention(q, k_pool, v_pool, block_tables, context_lens)``: one query per
     sequence, a batch of sequences of different lengths (the decode step of a serving engine).
+
+``decode_backend(device, dtype)``
+    Which decode attention `PagedContext.attend` runs: on a CUDA device with Triton installed,
+    the Triton kernel of `triton_paged_decode` (split-KV through the block tables); otherwise
+    (the CPU) the gather + SDPA above.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 from typing import Hashable, Sequence
 
@@ -227,23 +234,35 @@ class PagedKVCache:
 
 
 class _Group:
-    """Padded attention inputs for the sequences of one kind in a step (all decodes, or all prefills)."""
+    """Padded attention inputs for the sequences of one kind in a step (all decodes, or all prefills).
+
+    `key_slots` [n_seq, L]: the flat slot of each sequence's keys 0 .. L − 1 (its context read
+    through its block table; past its own length padded with slot 0 and masked), so one
+    `index_select` per layer gathers the whole group's keys, and the values likewise.
+    """
 
     def __init__(self, members, offsets, tables, starts, lengths, block_size: int):
         q_max = max(lengths[b] for b in members)
-        width = max(ceil_div(starts[b] + lengths[b], block_size) for b in members)
+        width = max(starts[b] + lengths[b] for b in members)  # the longest context: keys per row
         self.token_index = torch.tensor([offsets[b] + i for b in members for i in range(lengths[b])])
         rows = [j * q_max + i for j, b in enumerate(members) for i in range(lengths[b])]
         query_pos = torch.full((len(members) * q_max,), -1, dtype=torch.long)
         query_pos[rows] = torch.tensor([starts[b] + i for b in members for i in range(lengths[b])])
         query_pos = query_pos.view(len(members), q_max)
-        allowed = position_mask(query_pos, width * block_size)  # causal: key j iff j <= position
+        allowed = position_mask(query_pos, width)  # causal: key j iff j <= position
         allowed[:, :, 0] |= query_pos < 0  # padded query rows attend somewhere harmless (discarded)
         self.rows = torch.tensor(rows)  # [T_g] rows of the group's tokens in the padded queries
-        self.tables = torch.tensor([tables[b][:width] + [0] * (width - len(tables[b][:width]))
-                                    for b in members])  # [n_seq, width], padded with block 0
-        self.mask = allowed[:, None]  # [n_seq, 1, q_max, width * block_size]
-        self.n_seq, self.q_max = len(members), q_max
+        # slot of key t: block_table[t // bs] * bs + t % bs; rows padded with slot 0 (masked above)
+        self.key_slots = torch.tensor([[tables[b][t // block_size] * block_size + t % block_size
+                                        for t in range(starts[b] + lengths[b])]
+                                       + [0] * (width - starts[b] - lengths[b]) for b in members])
+        self.mask = allowed[:, None]  # [n_seq, 1, q_max, width]
+        self.n_seq, self.q_max, self.width = len(members), q_max, width
+        # every row the same length and one query each (a decode step of equal lengths): no mask
+        self.unmasked = q_max == 1 and all(starts[b] + 1 == width for b in members)
+        # the same books for a paged decode kernel (`decode_backend`): tables and context lengths
+        self.block_tables = [tables[b] for b in members]
+        self.context_lens = [starts[b] + lengths[b] for b in members]
 
 
 class PagedContext:
@@ -297,8 +316,13 @@ class PagedContext:
         decodes = [b for b, n in enumerate(lengths) if n == 1]
         prefills = [b for b, n in enumerate(lengths) if n > 1]
         self.groups = [_Group(m, offsets, tables, starts, lengths, bs) for m in (decodes, prefills) if m]
-        if self.slot_mapping.device != cache.k_pool[0].device:
-            self.slot_mapping = self.slot_mapping.to(cache.k_pool[0].device)
+        device = cache.k_pool[0].device
+        if device.type != "cpu":  # built on the CPU (a few dozen integers), used where the cache is
+            self.slot_mapping, self.positions, self.last_index = (
+                t.to(device) for t in (self.slot_mapping, self.positions, self.last_index))
+            for g in self.groups:
+                g.token_index, g.rows, g.mask, g.key_slots = (
+                    t.to(device) for t in (g.token_index, g.rows, g.mask, g.key_slots))
 
     def _check(self, layer, q, k, v) -> None:
         """Raise unless q, k, v are [rows, t, heads, d] tensors of this step's tokens and cache."""
@@ -319,21 +343,65 @@ class PagedContext:
         self._check(layer, q, k, v)
         shape, d = q.shape, q.shape[-1]
         q, k, v = q.reshape(-1, shape[-2], d), k.reshape(-1, k.shape[-2], d), v.reshape(-1, v.shape[-2], d)
-        self.cache._write(layer, self.slot_mapping, k, v)
-        group = q.shape[1] // k.shape[1]  # query heads per KV head (GQA)
-        y = torch.empty_like(q)
+        cache = self.cache
+        cache._write(layer, self.slot_mapping, k, v)
+        heads, kv_heads = q.shape[1], k.shape[1]
+        k_flat = cache.k_pool[layer].view(-1, kv_heads, d)  # [num_blocks * block_size, H_kv, d]
+        v_flat = cache.v_pool[layer].view(-1, kv_heads, d)
+        y = None if len(self.groups) == 1 and self.groups[0].q_max == 1 else torch.empty_like(q)
         for g in self.groups:
-            # Each sequence's blocks in logical order: [B, width, bs, H, d] -> [B, H, width * bs, d]
-            k_all = self.cache.k_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
-            v_all = self.cache.v_pool[layer][g.tables].flatten(1, 2).transpose(1, 2)
-            if group > 1:
-                k_all, v_all = k_all.repeat_interleave(group, 1), v_all.repeat_interleave(group, 1)
-            q_pad = q.new_zeros(g.n_seq * g.q_max, q.shape[1], d)
-            q_pad[g.rows] = q[g.token_index]
-            q_pad = q_pad.view(g.n_seq, g.q_max, q.shape[1], d).transpose(1, 2)  # [B, H, Q, d]
-            out = F.scaled_dot_product_attention(q_pad, k_all, v_all, attn_mask=g.mask)
-            y[g.token_index] = out.transpose(1, 2).reshape(-1, q.shape[1], d)[g.rows]
+            if g.q_max == 1 and decode_backend(q.device, q.dtype) == "triton":
+                # on a GPU: the Triton paged decode kernel reads the pages itself
+                from .triton_paged_decode import paged_decode
+                q_g = q.index_select(0, g.token_index)[:, :, None]  # [B, H, 1, d]
+                out, _ = paged_decode(q_g, cache.k_pool[layer], cache.v_pool[layer],
+                                      g.block_tables, g.context_lens)
+                out = out[:, :, 0]  # [B, H, d]
+                if y is None:
+                    return out.view(shape)
+                y[g.token_index] = out
+                continue
+            # The group's keys and values through the block tables: one gather by flat slot.
+            slots = g.key_slots.view(-1)
+            k_all = k_flat.index_select(0, slots).view(g.n_seq, g.width, kv_heads, d).transpose(1, 2)
+            v_all = v_flat.index_select(0, slots).view(g.n_seq, g.width, kv_heads, d).transpose(1, 2)
+            if heads != kv_heads:  # GQA: each KV head serves heads / kv_heads query heads
+                k_all = k_all.repeat_interleave(heads // kv_heads, 1)
+                v_all = v_all.repeat_interleave(heads // kv_heads, 1)
+            if g.q_max == 1:  # one query per sequence (decodes): no padding of the queries
+                q_g = q.index_select(0, g.token_index)[:, :, None]  # [B, H, 1, d]
+            else:
+                q_g = q.new_zeros(g.n_seq * g.q_max, heads, d)
+                q_g[g.rows] = q[g.token_index]
+                q_g = q_g.view(g.n_seq, g.q_max, heads, d).transpose(1, 2)  # [B, H, Q, d]
+            out = F.scaled_dot_product_attention(q_g, k_all, v_all,
+                                                 attn_mask=None if g.unmasked else g.mask)
+            out = out.transpose(1, 2).reshape(-1, heads, d)  # [B * Q, H, d]
+            if y is None:  # the step is this one group, in order: its output is the step's
+                return out.view(shape)
+            y[g.token_index] = out if g.q_max == 1 else out[g.rows]
         return y.view(shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+# the dtypes the Triton kernel takes (its SUPPORTED_DTYPES; tests/test_triton_paged_decode.py)
+TRITON_DECODE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def decode_backend(device: torch.device | str, dtype: torch.dtype = torch.float32) -> str:
+    """Return the decode attention `PagedContext.attend` runs for tensors on `device`.
+
+    "triton" (`triton_paged_decode.paged_decode`, split-KV through the block tables) on a CUDA
+    device where Triton is installed, for the dtypes it takes; "torch" (gather the pages, then
+    SDPA) everywhere else, so the CPU path is unchanged and never imports Triton.
+    """
+    device = torch.device(device)
+    return ("triton" if device.type == "cuda" and dtype in TRITON_DECODE_DTYPES
+            and _triton_installed() else "torch")
 
 
 def _begin_append(cache: PagedKVCache, seq_ids: list, pos: int, n: int) -> PagedContext:
