@@ -165,6 +165,14 @@ OVERFLOW_JS = r"""() => {
     .filter(c => c.scrollWidth > c.clientWidth + 1)
     .map(c => `equation ${c.scrollWidth}px wide in a ${c.clientWidth}px box `
               + JSON.stringify(c.textContent.slice(0, 60)));
+  // MathJax's own size: unscaled display equations render at the font size inline math does
+  const px = c => parseFloat(getComputedStyle(c).fontSize);
+  const displaySizes = [...document.querySelectorAll('mjx-container[display="true"]')]
+    .filter(c => !c.dataset.ibScaled).map(px);
+  const inlineSizes = [...document.querySelectorAll('mjx-container:not([display="true"])')]
+    .filter(c => !c.closest('table, h1, h2, h3, h4, figcaption, .caption')).map(px);
+  const scaledShare = [...document.querySelectorAll('mjx-container[display="true"]')]
+    .filter(c => c.dataset.ibScaled).map(c => px(c) / parseFloat(getComputedStyle(c.parentElement).fontSize));
   const imgs = [...document.querySelectorAll('article img')].map(i => ({
     src: i.getAttribute('src'), shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
   // code blocks and printed outputs that scroll sideways; how many characters the column holds
@@ -190,6 +198,7 @@ OVERFLOW_JS = r"""() => {
   }
   const unclassified = tables.reduce((n, t) => n + t.querySelectorAll('td:not(.ib-num):not(.ib-text)').length, 0);
   return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs,
+          displaySizes, inlineSizes, scaledShare,
           codeScroll, codeChars, wideTables, misaligned: misaligned.slice(0, 5), unclassified,
           tablesAligned: doc.dataset.ibTablesAligned === '1'};
 }"""
@@ -323,6 +332,28 @@ def test_figures_enlarge_to_readable_on_a_phone(html):
             if r["bodyScroll"] or not r["closed"]:
                 problems.append(f"{name}: the enlarged view made the page scroll or did not close")
     assert checked, "no chapter figure found"
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+def test_display_math_at_mathjax_size(measured):
+    """An equation that fits is shown at the size MathJax gave it (the size of inline math);
+    one that is fitted to a narrow column is never shrunk below 70 % of that size."""
+    import statistics
+
+    problems, compared = [], 0
+    for (name, width), r in measured.items():
+        if r["inlineSizes"] and r["displaySizes"]:
+            compared += 1
+            inline = statistics.median(r["inlineSizes"])
+            small = [s for s in r["displaySizes"] if abs(s - inline) > 0.02 * inline]
+            if small:
+                problems.append(f"{name} at {width}px: {len(small)} display equations at "
+                                f"{statistics.median(small):.1f}px beside inline math at {inline:.1f}px")
+        # the fitted ones: MathJax's size (about 1.27 x the text) times at least MIN_SCALE 0.7
+        problems += [f"{name} at {width}px: a fitted equation at {share:.2f} of the text size"
+                     for share in r["scaledShare"] if share < 0.7 * 1.2]
+    assert compared, "no page with both display and inline math was measured"
     assert not problems, "\n".join(problems)
 
 

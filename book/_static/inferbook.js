@@ -14,11 +14,17 @@
 
   function fitMath() {
     document.querySelectorAll('mjx-container[display="true"]').forEach(function (c) {
-      c.style.fontSize = "";
+      // MathJax sizes each container itself (style="font-size: 127.3%" to match the text's
+      // ex-height); remember that size once and scale from it, never from the page's 100 %.
+      if (c.dataset.ibBaseSize === undefined) c.dataset.ibBaseSize = c.style.fontSize || "";
+      var base = c.dataset.ibBaseSize;
+      var basePercent = /%$/.test(base) ? parseFloat(base) : 100;
+      c.style.fontSize = base;
+      delete c.dataset.ibScaled;
       var avail = c.clientWidth, need = c.scrollWidth;
       if (avail > 0 && need > avail + 1) {
         var scale = Math.max(MIN_SCALE, (avail - 2) / need);
-        c.style.fontSize = (100 * scale).toFixed(1) + "%";
+        c.style.fontSize = (basePercent * scale).toFixed(1) + "%";
         c.dataset.ibScaled = scale.toFixed(3);
       }
     });
