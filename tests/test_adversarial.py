@@ -18,6 +18,8 @@ import torch
 from inferbook import (
     arith,
     blocks,
+    capacity,
+    cost_model,
     decode,
     io_model,
     kv_cache,
@@ -96,7 +98,7 @@ def sched():
     return steploop.Scheduler(sim.bookkeeping_cache(16, 4), 4, 32)
 
 
-CM = sim.CostModel.for_gpu("Llama-3.1-8B", "H100 SXM")
+CM = cost_model.CostModel.for_gpu("Llama-3.1-8B", "H100 SXM")
 DEP = sim.Deployment("Llama-3.1-8B", "H100 SXM", 1, 8, 512)
 P_TARGET = torch.softmax(torch.randn(3, 64), -1)
 Q_DRAFT = torch.softmax(torch.randn(3, 64), -1)
@@ -218,11 +220,11 @@ SPECS = [
     ("check_requests", lambda: (steploop.check_requests, []),
      {"requests": requests(), "scheduler": sched(), "executor": sim.CostExecutor(CM)},
      {"requests": "list", "scheduler": "list", "executor": "list"}),
-    ("Efficiency", lambda: (sim.Efficiency, []), {"flops_efficiency": 0.5, "step_overhead_s": 0.0},
+    ("Efficiency", lambda: (cost_model.Efficiency, []), {"flops_efficiency": 0.5, "step_overhead_s": 0.0},
      {"flops_efficiency": "float+", "step_overhead_s": "float0"}),
-    ("StepCost", lambda: (sim.StepCost, []), {"compute_s": 1.0, "memory_s": 1.0, "comm_s": 0.0, "overhead_s": 0.0},
+    ("StepCost", lambda: (cost_model.StepCost, []), {"compute_s": 1.0, "memory_s": 1.0, "comm_s": 0.0, "overhead_s": 0.0},
      {"compute_s": "float0", "memory_s": "float0", "comm_s": "float0", "overhead_s": "float0"}),
-    ("CostModel.for_gpu", lambda: (sim.CostModel.for_gpu, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
+    ("CostModel.for_gpu", lambda: (cost_model.CostModel.for_gpu, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
      {"tp": "int+", "gpu": "list", "eff": "opt", "kv_dtype": "list", "weight_dtype": "list"}),
     ("CostModel.step_time", lambda: (CM.step_time, [CM]), {"shapes": [(1, 10), (5, 0)]}, {"shapes": "list"}),
     ("CostExecutor.wait", lambda: method_of("wait", sim.CostExecutor(CM)), {"now": 0.0, "next_arrival": 1.0},
@@ -231,12 +233,12 @@ SPECS = [
      {"requests": "list", "num_blocks": "int+", "block_size": "int+"}),
     ("kv_blocks", lambda: (sim.kv_blocks, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
      {"tp": "int+", "block_size": "int+", "kv_dtype": "list", "weight_dtype": "list"}),
-    ("FittedGPUModel", lambda: (sim.FittedGPUModel, []), {"eff": sim.Efficiency(), "n_fit": 3, "held_out_errors": (0.1,)},
+    ("FittedGPUModel", lambda: (cost_model.FittedGPUModel, []), {"eff": cost_model.Efficiency(), "n_fit": 3, "held_out_errors": (0.1,)},
      {"eff": "opt", "n_fit": "int0", "held_out_errors": "list"}),
-    ("decode_step_time", lambda: (sim.decode_step_time, []),
+    ("decode_step_time", lambda: (cost_model.decode_step_time, []),
      {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "batch": 4, "context": 100},
      {"tp": "int+", "batch": "int+", "context": "int+", "eff": "opt", "kv_dtype": "list"}),
-    ("decode_tokens_per_s", lambda: (sim.decode_tokens_per_s, []),
+    ("decode_tokens_per_s", lambda: (cost_model.decode_tokens_per_s, []),
      {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "batch": 4, "context": 100}, {"batch": "int+", "weight_dtype": "list"}),
     ("Deployment", lambda: (sim.Deployment, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "max_num_seqs": 8},
      {"tp": "int+", "max_num_seqs": "int+", "kv_dtype": "list", "chunked_prefill": "bool"}),
@@ -247,7 +249,7 @@ SPECS = [
     ("disaggregated", lambda: (sim.disaggregated, []),
      {"dep_prefill": DEP, "dep_decode": DEP, "requests": requests(), "n_prefill": 1, "n_decode": 1},
      {"requests": "list", "n_prefill": "int+", "n_decode": "int+", "link_bytes_per_s": "opt+"}),
-    ("decide_capacity", lambda: (sim.decide_capacity, []),
+    ("decide_capacity", lambda: (capacity.decide_capacity, []),
      {"spec": "Llama-3.1-8B", "gpu_name": "H100 SXM", "request_rate": 1.0, "prompt_tokens": 64, "output_tokens": 8,
           "ttft_p90_s": 1.0, "tpot_p90_s": 0.1, "max_gpus": 1, "n_requests": 20},
      {"request_rate": "float+", "prompt_tokens": "int+", "output_tokens": "int+", "ttft_p90_s": "float+",
@@ -461,11 +463,11 @@ HUGE_CALLS = [
     ("split_round_robin", lambda: sim.split_round_robin(requests(), HUGE), "replicas"),
     ("run_replicas", lambda: sim.run_replicas(DEP, requests(), HUGE), "replicas"),
     ("disaggregated", lambda: sim.disaggregated(DEP, DEP, requests(), HUGE, 1), "n_prefill"),
-    ("decode_step_time", lambda: sim.decode_step_time("Llama-3.1-8B", "H100 SXM", 1, HUGE, 100), "batch"),
-    ("decide_capacity max_gpus", lambda: sim.decide_capacity(
+    ("decode_step_time", lambda: cost_model.decode_step_time("Llama-3.1-8B", "H100 SXM", 1, HUGE, 100), "batch"),
+    ("decide_capacity max_gpus", lambda: capacity.decide_capacity(
         "Llama-3.1-8B", "H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
         tpot_p90_s=0.1, max_gpus=HUGE), "max_gpus"),
-    ("decide_capacity n_requests", lambda: sim.decide_capacity(
+    ("decide_capacity n_requests", lambda: capacity.decide_capacity(
         "Llama-3.1-8B", "H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
         tpot_p90_s=0.1, n_requests=HUGE), "n_requests"),
     ("prompt_windows", lambda: tiny_lm.prompt_windows(HUGE, 8), "n"),
@@ -582,9 +584,9 @@ def test_prefix_cache_refuses_to_index_free_blocks():
 
 def test_capacity_plan_never_rests_on_a_burst_the_gpus_could_not_sustain():
     kw = dict(prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0, tpot_p90_s=0.1, max_gpus=1, n_requests=20)
-    huge = sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e300, **kw)
+    huge = capacity.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e300, **kw)
     assert huge.value is None and "no configuration" in huge.reason
-    plan = sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e4, **kw).value
+    plan = capacity.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=1e4, **kw).value
     dep = sim.Deployment("Llama-3.1-8B", "H100 SXM", 1, plan["max_num_seqs"])
     per_request = dep.cost_model().cost([(64 + 8 - 1, 0)]).compute_s
     assert 1e4 / plan["replicas"] * per_request <= 1  # the replicas' FLOP/s cover the rate
@@ -592,7 +594,7 @@ def test_capacity_plan_never_rests_on_a_burst_the_gpus_could_not_sustain():
 
 @pytest.mark.parametrize("call", [lambda r: workload.fixed_workload(3, 8, 4, rate=r),
                                   lambda r: workload.poisson_arrivals(requests(), r),
-                                  lambda r: sim.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=r,
+                                  lambda r: capacity.decide_capacity("Llama-3.1-8B", "H100 SXM", request_rate=r,
                                                                 prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
                                                                 tpot_p90_s=0.1, max_gpus=1, n_requests=20)])
 def test_a_rate_so_small_that_arrival_times_overflow_is_named(call):

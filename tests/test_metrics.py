@@ -117,4 +117,4 @@ def test_goodput_fraction_takes_two_limits_as_an_slo():
     ms = [rm(0, [0.5, 0.6]), rm(1, [2.0, 2.5])]
     assert M.goodput_fraction(ms, 1.0, 0.2) == M.goodput_fraction(ms, SLO(ttft=1.0, tpot=0.2)) == 0.5
     from inferbook import simulate
-    assert simulate.goodput_fraction is M.goodput_fraction and simulate.p90 is M.p90
+    assert not hasattr(simulate, "goodput_fraction") and not hasattr(simulate, "p90")  # no pass-through

@@ -16,7 +16,7 @@ def test_fitted_cost_model_ships_with_the_package():
 
 
 def test_fitted_model_loads_outside_the_repository(tmp_path):
-    code = ("import inferbook.simulate as s; e = s.FITTED.efficiency(); "
+    code = ("import inferbook.cost_model as s; e = s.FITTED.efficiency(); "
             "print(e.flops_efficiency, e.bandwidth_efficiency)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True)

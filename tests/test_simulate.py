@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from inferbook import roofline, simulate as sim, sizing
+from inferbook import capacity, cost_model, metrics, roofline, sizing, steploop, workload
+from inferbook import simulate as sim
 from inferbook.decision import Decision
 from inferbook.engine import Request, mixed_workload, serve
 from inferbook.gpt import GPT, GPTConfig
@@ -30,8 +31,8 @@ class Unit:
 # --- cost model ------------------------------------------------------------------------------
 
 def test_terms_match_roofline_and_sizing():
-    eff = sim.Efficiency(0.5, 0.8, 0.7, 1e-3, 0.0, 0.0)
-    cm = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1, eff, "bf16", "bf16")
+    eff = cost_model.Efficiency(0.5, 0.8, 0.7, 1e-3, 0.0, 0.0)
+    cm = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1, eff, "bf16", "bf16")
     shapes = [(1, 999)] * 8 + [(512, 0)]
     c = cm.cost(shapes)
     s = LLAMA8
@@ -51,8 +52,8 @@ def test_terms_match_roofline_and_sizing():
 
 
 def test_tensor_parallel_splits_work_and_adds_allreduce():
-    one = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
-    two = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 2)
+    one = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
+    two = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 2)
     shapes = [(1, 500)] * 64
     assert two.cost(shapes).memory_s == pytest.approx(one.cost(shapes).memory_s / 2, rel=1e-6)
     assert two.cost(shapes).compute_s == pytest.approx(one.cost(shapes).compute_s / 2)
@@ -64,17 +65,17 @@ def test_tensor_parallel_splits_work_and_adds_allreduce():
 
 
 def test_fp8_weights_double_the_peak_on_hopper_only():
-    h100 = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", weight_dtype="fp8")
-    a100 = sim.CostModel.for_gpu(LLAMA8, "A100 80GB", weight_dtype="fp8")
+    h100 = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", weight_dtype="fp8")
+    a100 = cost_model.CostModel.for_gpu(LLAMA8, "A100 80GB", weight_dtype="fp8")
     assert h100.peak_flops == 2 * gpu("H100 SXM").fp16_tensor_flops
     assert a100.peak_flops == gpu("A100 80GB").fp16_tensor_flops
 
 
 def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="flops_efficiency"):
-        sim.Efficiency(flops_efficiency=0)
+        cost_model.Efficiency(flops_efficiency=0)
     with pytest.raises(ValueError, match="heads"):
-        sim.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=3)
+        cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=3)
     with pytest.raises(ValueError, match="chunked_prefill"):
         sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=10, max_num_batched_tokens=16)
 
@@ -113,9 +114,9 @@ def test_simulated_clock_reproduces_the_engine_in_steps(tiny, kwargs):
 def test_step_shapes_and_cpu_fit_recover_known_constants(tiny):
     reqs = mixed_workload(30, vocab=50, prompt_len=(6, 20), mean_output=6, max_output=16, seed=1)
     shapes = sim.step_shapes(reqs, num_blocks=60, block_size=4, max_num_seqs=6, max_num_batched_tokens=64)
-    truth = sim.CostModel.for_gpt(tiny.config, 2e9, sim.Efficiency(step_overhead_s=1e-3, seq_overhead_s=5e-5))
+    truth = cost_model.CostModel.for_gpt(tiny.config, 2e9, cost_model.Efficiency(step_overhead_s=1e-3, seq_overhead_s=5e-5))
     seconds = [truth.step_time(s) for s in shapes]
-    fitted = sim.fit_cpu(shapes, seconds, tiny.config)
+    fitted = cost_model.fit_cpu(shapes, seconds, tiny.config)
     assert fitted.eff.step_overhead_s == pytest.approx(1e-3, rel=1e-6)
     assert fitted.eff.seq_overhead_s == pytest.approx(5e-5, rel=1e-6)
     assert fitted.achieved_flops == pytest.approx(2e9, rel=1e-6)
@@ -123,7 +124,7 @@ def test_step_shapes_and_cpu_fit_recover_known_constants(tiny):
 
 def test_continuous_beats_static_and_chunking_cuts_the_tpot_tail():
     dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=64, max_num_batched_tokens=2048)
-    reqs = sim.fixed_workload(120, 1500, 64, rate=6.0, seed=0)
+    reqs = workload.fixed_workload(120, 1500, 64, rate=6.0, seed=0)
     static = dep.run(reqs, policy="static", max_num_batched_tokens=65536, chunked_prefill=False)
     cont = dep.run(reqs, chunked_prefill=False, max_num_batched_tokens=4096)
     chunked = dep.run(reqs)
@@ -133,35 +134,35 @@ def test_continuous_beats_static_and_chunking_cuts_the_tpot_tail():
 
 def test_prefix_caching_skips_the_shared_prompt():
     dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=32)
-    reqs = sim.fixed_workload(40, 1024, 8, rate=4.0, seed=0, shared_prefix_tokens=960)
+    reqs = workload.fixed_workload(40, 1024, 8, rate=4.0, seed=0, shared_prefix_tokens=960)
     off, on = dep.run(reqs), dep.run(reqs, prefix_caching=True)
     assert on.prefix_hit_rate > 0.8
     assert on.percentile("ttft", 50) < off.percentile("ttft", 50)
 
 
 def test_fixed_workload_is_poisson_and_exact_lengths():
-    reqs = sim.fixed_workload(2000, 10, 5, rate=4.0, seed=0)
+    reqs = workload.fixed_workload(2000, 10, 5, rate=4.0, seed=0)
     assert {len(r.prompt) for r in reqs} == {10} and {r.max_new_tokens for r in reqs} == {5}
     gaps = [b.arrival_time - a.arrival_time for a, b in zip(reqs, reqs[1:])]
     assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.08)
-    assert [r.arrival_time for r in sim.fixed_workload(3, 4, 1)] == [0.0, 0.0, 0.0]
+    assert [r.arrival_time for r in workload.fixed_workload(3, 4, 1)] == [0.0, 0.0, 0.0]
 
 
 def test_disaggregation_returns_one_metric_per_request():
     dep = sim.Deployment(LLAMA8, "H100 SXM", 1, max_num_seqs=64)
-    reqs = sim.fixed_workload(60, 512, 32, rate=8.0, seed=0)
-    metrics = sim.disaggregated(dep, dep, reqs, 1, 1)
-    assert sorted(m.request_id for m in metrics) == list(range(60))
-    assert all(m.output_tokens == 32 and m.ttft > 0 and m.tpot > 0 for m in metrics)
-    assert 0 <= sim.goodput_fraction(metrics, 1.0, 0.05) <= 1
+    reqs = workload.fixed_workload(60, 512, 32, rate=8.0, seed=0)
+    got = sim.disaggregated(dep, dep, reqs, 1, 1)
+    assert sorted(m.request_id for m in got) == list(range(60))
+    assert all(m.output_tokens == 32 and m.ttft > 0 and m.tpot > 0 for m in got)
+    assert 0 <= metrics.goodput_fraction(got, 1.0, 0.05) <= 1
 
 
 # --- capacity ----------------------------------------------------------------------------------
 
 def test_decide_capacity_meets_the_targets_with_fewest_gpus():
     kw = dict(prompt_tokens=256, output_tokens=32, ttft_p90_s=0.25, tpot_p90_s=0.05, n_requests=80)
-    low = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, **kw)
-    high = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1000.0, **kw)
+    low = capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, **kw)
+    high = capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=1000.0, **kw)
     for d in (low, high):
         assert isinstance(d, Decision) and d.chapter == "ch 9"
         v = d.value
@@ -174,12 +175,12 @@ def test_decide_capacity_meets_the_targets_with_fewest_gpus():
 
 
 def test_decide_capacity_signature_and_impossible_targets():
-    d = sim.decide_capacity(model("Llama-3.1-70B"), "H100 SXM", request_rate=1.0, prompt_tokens=128,
+    d = capacity.decide_capacity(model("Llama-3.1-70B"), "H100 SXM", request_rate=1.0, prompt_tokens=128,
                             output_tokens=8, ttft_p90_s=1e-4, tpot_p90_s=1e-4, kv_dtype="fp16",
                             weight_dtype="fp16", n_requests=20)
     assert d.value is None and "no configuration" in d.reason
     with pytest.raises(ValueError, match="request_rate"):
-        sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=0, prompt_tokens=1, output_tokens=1,
+        capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=0, prompt_tokens=1, output_tokens=1,
                             ttft_p90_s=1, tpot_p90_s=1)
 
 
@@ -187,9 +188,9 @@ def test_one_kth_of_an_offline_run_takes_the_whole_runs_steps():
     """k identical copies of 1/k of a fixed-length offline run (requests, batch limit, token
     budget, KV pool) step together: costing each step's sequences k times gives the whole run's
     time (the cheap path of tests/bench/bench_simulate.py)."""
-    cm = sim.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
+    cm = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
     full = dict(num_blocks=400, max_num_seqs=32, max_num_batched_tokens=512, chunked_prefill=True)
-    reqs = sim.fixed_workload(64, 100, 40)
+    reqs = workload.fixed_workload(64, 100, 40)
     whole = sum(cm.step_time(s) for s in sim.step_shapes(reqs, **full))
     k = 4
     part = dict(num_blocks=100, max_num_seqs=8, max_num_batched_tokens=128, chunked_prefill=True)
@@ -205,7 +206,7 @@ def test_engine_and_simulator_share_one_loop_and_scheduler():
     import inspect
 
     from inferbook import engine, steploop
-    assert engine.Scheduler is steploop.Scheduler and sim.Scheduler is steploop.Scheduler
+    assert engine.Scheduler is steploop.Scheduler and steploop.Scheduler is steploop.Scheduler
     assert "run(self.scheduler" in inspect.getsource(engine.Engine.run)
     assert "run(sched" in inspect.getsource(sim.serve_simulated)
     assert "while pending" not in inspect.getsource(engine) + inspect.getsource(sim)
@@ -216,23 +217,23 @@ def test_fitted_model_is_the_default_of_every_applied_path():
 
     from inferbook.notebook import repo_root
     data = json.loads((repo_root() / "outputs/benchmarks/simulate_published.json").read_text())
-    assert sim.FITTED.eff == sim.Efficiency(**data["fitted_efficiency"])
-    assert sim.Deployment(LLAMA8, "H100 SXM").eff == sim.FITTED.eff
-    assert sim.CostModel.for_gpu(LLAMA8, "H100 SXM").eff == sim.FITTED.eff
-    assert sim.FITTED.eff != sim.Efficiency()  # the fit is not the unfitted defaults
-    assert "held-out" in sim.FITTED.error_sentence
+    assert cost_model.FITTED.eff == cost_model.Efficiency(**data["fitted_efficiency"])
+    assert sim.Deployment(LLAMA8, "H100 SXM").eff == cost_model.FITTED.eff
+    assert cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").eff == cost_model.FITTED.eff
+    assert cost_model.FITTED.eff != cost_model.Efficiency()  # the fit is not the unfitted defaults
+    assert "held-out" in cost_model.FITTED.error_sentence
 
 
 def test_decode_step_time_is_the_fitted_cost_models_decode_step():
-    t = sim.decode_step_time(LLAMA8, "H100 SXM", 1, 64, 1000)
-    assert t == sim.FITTED.cost_model(LLAMA8, "H100 SXM").step_time([(1, 999)] * 64)
-    assert sim.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 64, 1000) == pytest.approx(64 / t)
+    t = cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 64, 1000)
+    assert t == cost_model.FITTED.cost_model(LLAMA8, "H100 SXM").step_time([(1, 999)] * 64)
+    assert cost_model.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 64, 1000) == pytest.approx(64 / t)
     # more sequences per step: more tokens per second (memory-bound decode)
-    assert sim.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 128, 1000) > 64 / t
+    assert cost_model.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 128, 1000) > 64 / t
 
 
 def test_missing_fit_refuses_instead_of_using_defaults(tmp_path):
-    missing = sim._load_fitted(tmp_path / "none.json")
+    missing = cost_model._load_fitted(tmp_path / "none.json")
     assert missing.eff is None and "not measured" in missing.error_sentence
     with pytest.raises(RuntimeError, match="bench_simulate"):
         missing.efficiency()
@@ -248,40 +249,40 @@ def _dep():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=math.inf, prompt_tokens=8,
+    (lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=math.inf, prompt_tokens=8,
                                  output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "request_rate"),
-    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
+    (lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
                                  output_tokens=8, ttft_p90_s=math.nan, tpot_p90_s=1), "ttft_p90_s"),
-    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8.5,
+    (lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8.5,
                                  output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "prompt_tokens"),
-    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
+    (lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=8,
                                  output_tokens=8, ttft_p90_s=1, tpot_p90_s=1, max_gpus=0), "max_gpus"),
-    (lambda: sim.decide_capacity(3, "H100 SXM", request_rate=1.0, prompt_tokens=8,
+    (lambda: capacity.decide_capacity(3, "H100 SXM", request_rate=1.0, prompt_tokens=8,
                                  output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "spec"),
-    (lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=10**7,
+    (lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=1.0, prompt_tokens=10**7,
                                  output_tokens=8, ttft_p90_s=1, tpot_p90_s=1), "context"),
-    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.1] * 3, "cfg"), "config"),
-    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.0] * 3, GPTConfig()), "all 0"),
-    (lambda: sim.CostModel.for_gpt("cfg", 1e9, sim.Efficiency()), "config"),
-    (lambda: sim.run_replicas(_dep(), sim.fixed_workload(4, 8, 2), 0), "replicas"),
+    (lambda: cost_model.fit_cpu([[(1, 1)]] * 3, [0.1] * 3, "cfg"), "config"),
+    (lambda: cost_model.fit_cpu([[(1, 1)]] * 3, [0.0] * 3, GPTConfig()), "all 0"),
+    (lambda: cost_model.CostModel.for_gpt("cfg", 1e9, cost_model.Efficiency()), "config"),
+    (lambda: sim.run_replicas(_dep(), workload.fixed_workload(4, 8, 2), 0), "replicas"),
     (lambda: sim.run_replicas(_dep(), [], 1), "requests"),
-    (lambda: sim.run_replicas("dep", sim.fixed_workload(4, 8, 2), 1), "dep"),
-    (lambda: sim.split_round_robin(sim.fixed_workload(4, 8, 2), -1), "replicas"),
-    (lambda: sim.disaggregated(_dep(), _dep(), sim.fixed_workload(4, 8, 2), 0, 1), "n_prefill"),
-    (lambda: sim.disaggregated(_dep(), _dep(), sim.fixed_workload(4, 8, 2), 1, 1, 0.0), "link_bytes_per_s"),
+    (lambda: sim.run_replicas("dep", workload.fixed_workload(4, 8, 2), 1), "dep"),
+    (lambda: sim.split_round_robin(workload.fixed_workload(4, 8, 2), -1), "replicas"),
+    (lambda: sim.disaggregated(_dep(), _dep(), workload.fixed_workload(4, 8, 2), 0, 1), "n_prefill"),
+    (lambda: sim.disaggregated(_dep(), _dep(), workload.fixed_workload(4, 8, 2), 1, 1, 0.0), "link_bytes_per_s"),
     (lambda: sim.Deployment(LLAMA8, "H100 SXM", tp=0), "tp"),
     (lambda: sim.Deployment(LLAMA8, "no such GPU"), "GPU"),
     (lambda: sim.Deployment(LLAMA8, "H100 SXM", eff=0.5), "eff"),
     (lambda: sim.Deployment(LLAMA8, "H100 SXM", tp=3), "heads"),
-    (lambda: sim.Efficiency(flops_efficiency=math.nan), "flops_efficiency"),
-    (lambda: sim.Efficiency(bandwidth_efficiency="0.5"), "bandwidth_efficiency"),
-    (lambda: sim.Efficiency(step_overhead_s=math.inf), "step_overhead_s"),
-    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=0), "tp"),
-    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(0, 5)]), "new_tokens"),
-    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1, -5)]), "past_tokens"),
-    (lambda: sim.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1,)]), "pair"),
-    (lambda: sim.CostModel.for_gpt(GPTConfig(vocab_size=8, n_positions=8, n_embd=8, n_layer=1,
-                                             n_head=1), 0.0, sim.Efficiency()), "achieved_flops"),
+    (lambda: cost_model.Efficiency(flops_efficiency=math.nan), "flops_efficiency"),
+    (lambda: cost_model.Efficiency(bandwidth_efficiency="0.5"), "bandwidth_efficiency"),
+    (lambda: cost_model.Efficiency(step_overhead_s=math.inf), "step_overhead_s"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=0), "tp"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(0, 5)]), "new_tokens"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1, -5)]), "past_tokens"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1,)]), "pair"),
+    (lambda: cost_model.CostModel.for_gpt(GPTConfig(vocab_size=8, n_positions=8, n_embd=8, n_layer=1,
+                                             n_head=1), 0.0, cost_model.Efficiency()), "achieved_flops"),
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], Unit(), num_blocks=0), "num_blocks"),
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], Unit(), num_blocks=4, policy="x"), "policy"),
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], object(), num_blocks=4), "step_time"),
@@ -289,9 +290,9 @@ def _dep():
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)] * 2, Unit(), num_blocks=4), "unique"),
     (lambda: sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=1), "could never"),
     (lambda: sim.kv_blocks(LLAMA8, "H100 SXM", 1, block_size=0), "block_size"),
-    (lambda: sim.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], GPTConfig()), r"seconds\[1\]"),
-    (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 0, 10), "batch"),
-    (lambda: sim.decode_step_time(LLAMA8, "H100 SXM", 1, 1, 0), "context"),
+    (lambda: cost_model.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], GPTConfig()), r"seconds\[1\]"),
+    (lambda: cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 0, 10), "batch"),
+    (lambda: cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 1, 0), "context"),
 ])
 def test_bad_input_is_refused_with_the_argument_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):
@@ -299,6 +300,6 @@ def test_bad_input_is_refused_with_the_argument_named(call, match):
 
 
 def test_decide_capacity_with_one_token_replies_plans_on_ttft_alone():
-    d = sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, prompt_tokens=256, output_tokens=1,
+    d = capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, prompt_tokens=256, output_tokens=1,
                             ttft_p90_s=0.5, tpot_p90_s=0.01, n_requests=40)
     assert d.value is not None and d.value["p90_tpot_s"] == 0.0

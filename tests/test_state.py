@@ -17,6 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferbook import capacity, cost_model, metrics
 from inferbook import simulate as sim
 from inferbook.blocks import BlockManager
 from inferbook.engine import Engine, Request, Scheduler, Sequence
@@ -83,7 +84,7 @@ class World:
             [(q.status, q.num_computed, list(q.tokens)) for q in (*self.sim_sched.waiting,
                                                                  *self.sim_sched.running)],
             self.sim_sched.cache.allocator.free_blocks(), tuple(self.requests), self.dep,
-            sim.FITTED,
+            cost_model.FITTED,
         )
 
 
@@ -194,7 +195,7 @@ def invalid_calls(w: World, data):
         ("books admission cost negative", lambda: books.admission_cost(-1)),
         ("books admission cost too many hits", lambda: books.admission_cost(1, [0, 1])),
         ("sim scheduler at NaN", lambda: w.sim_sched.schedule(NAN)),
-        ("sim inf rate", lambda: sim.decide_capacity(LLAMA8, "H100 SXM", request_rate=INF,
+        ("sim inf rate", lambda: capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=INF,
                                                      prompt_tokens=8, output_tokens=8,
                                                      ttft_p90_s=1.0, tpot_p90_s=1.0)),
         ("sim zero replicas", lambda: sim.run_replicas(dep, reqs, 0)),
@@ -204,8 +205,8 @@ def invalid_calls(w: World, data):
             reqs + [Request(99, (1,) * 40, 4)], dep.cost_model(), num_blocks=2, block_size=BS)),
         ("sim duplicate ids", lambda: sim.serve_simulated(reqs + reqs[:1], dep.cost_model(), num_blocks=50)),
         ("sim bad shapes", lambda: dep.cost_model().cost([(0, 1)])),
-        ("sim bad efficiency", lambda: sim.Efficiency(flops_efficiency=NAN)),
-        ("sim bad goodput slo", lambda: sim.goodput_fraction([], 1.0, 1.0)),
+        ("sim bad efficiency", lambda: cost_model.Efficiency(flops_efficiency=NAN)),
+        ("sim bad goodput slo", lambda: metrics.goodput_fraction([], 1.0, 1.0)),
         ("sim bad SLO", lambda: SLO(ttft=-1.0)),
         ("workload inf rate", lambda: fixed_workload(3, 4, 4, rate=INF)),
     ]

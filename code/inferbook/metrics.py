@@ -49,7 +49,9 @@ class RequestMetrics:
     ttft: arrival → first token; tpot: (last token − first token) / (output_tokens − 1), 0 for a
     one-token request; e2e: arrival → the request leaves the engine (with static batching, when
     its whole batch is done); itl: the gaps between successive output tokens (empty when not
-    recorded, e.g. metrics built by hand); preemptions: times it was preempted and recomputed.
+    recorded, e.g. metrics built by hand; fewer than output_tokens − 1 when a streamed chunk
+    carried several tokens, as a `vllm bench serve` client sees when the server merges the
+    outputs of steps it has not sent yet); preemptions: times it was preempted and recomputed.
     """
 
     request_id: int
@@ -70,9 +72,9 @@ class RequestMetrics:
         validate.non_negative_int("preemptions", self.preemptions)
         itl = tuple(validate.finite_float(f"itl[{i}]", x, minimum=0.0)
                     for i, x in enumerate(validate.items("itl", self.itl)))
-        if itl and len(itl) != self.output_tokens - 1:
-            raise ValueError(f"itl must hold output_tokens − 1 = {self.output_tokens - 1} gaps "
-                             f"(or none), got {len(itl)}")
+        if len(itl) > max(self.output_tokens - 1, 0):
+            raise ValueError(f"itl must hold at most output_tokens − 1 = "
+                             f"{max(self.output_tokens - 1, 0)} gaps, got {len(itl)}")
         self.itl = itl
 
     @classmethod
@@ -291,7 +293,105 @@ def summary(metrics, duration: float, slo: SLO | None = None,
     return result
 
 
-__all__ = ["RequestMetrics", "SLO", "MLPERF_SLOS", "MLPERF_PERCENTILE", "values", "percentile",
+# ---------------------------------------------------------------------------------------------
+# `vllm bench serve`'s saved results, read and recomputed
+
+VLLM_NAMES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}  # ours → vLLM's
+VLLM_DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "errors")
+
+
+def _vllm_result(result) -> dict:
+    if not isinstance(result, dict):
+        raise validate.ArgumentTypeError(f"result must be the dict of a `vllm bench serve` JSON, "
+                                         f"got {type(result).__name__}")
+    missing = [k for k in VLLM_DETAIL_KEYS + ("duration",) if k not in result]
+    if missing:
+        raise ValueError(f"result lacks {', '.join(missing)}: save it with `vllm bench serve "
+                         "--save-result --save-detailed`")
+    n = len(result["ttfts"])
+    if any(len(result[k]) != n for k in VLLM_DETAIL_KEYS):
+        raise ValueError("result's per-request lists (" + ", ".join(VLLM_DETAIL_KEYS)
+                         + ") must have one entry per request")
+    return result
+
+
+def from_vllm_bench(result: dict) -> list[RequestMetrics]:
+    """Return one `RequestMetrics` per successful request of a `vllm bench serve --save-result
+    --save-detailed` JSON (request ids: the positions in its lists), as vLLM's
+    ``calculate_metrics`` reads them: TTFT ``ttfts[i]``, E2E ``latencies[i]``, ITL the client's
+    gaps ``itls[i]`` (one per streamed chunk), output tokens ``output_lens[i]`` (the server's
+    count), and TPOT = (latency − TTFT) / (output tokens − 1), 0 for a one-token reply (vLLM then
+    leaves it out of the TPOT summary). A failed request (an error, no output) is left out, as
+    vLLM leaves it out of every latency figure."""
+    r = _vllm_result(result)
+    out = []
+    for i, (n_in, n_out, ttft, itl, latency, error) in enumerate(zip(*(r[k] for k in VLLM_DETAIL_KEYS))):
+        if error or not n_out:
+            continue
+        tpot = (latency - ttft) / (n_out - 1) if n_out > 1 else 0.0
+        out.append(RequestMetrics(i, int(n_in), int(n_out), ttft, tpot, latency, 0, tuple(itl)))
+    return out
+
+
+def vllm_figures(metrics, duration: float, percentiles=PERCENTILES) -> dict[str, float]:
+    """Return the figures `vllm bench serve` prints and saves, under its keys and units
+    (milliseconds): ``completed``, ``total_input_tokens``, ``total_output_tokens``,
+    ``request_throughput``, ``output_throughput``, ``total_token_throughput`` (per second of
+    `duration`, the benchmark's wall time), and for each of ttft, tpot, itl, e2el ``mean_<m>_ms``,
+    ``median_<m>_ms``, ``std_<m>_ms`` and ``p<q>_<m>_ms`` (NumPy's mean, median, population std
+    and linear percentiles over the values `values` pools, each × 1000, 0 where none, as vLLM).
+    The values are pooled in request order, as vLLM pools them, so the figures agree to the
+    last bit."""
+    metrics = _check_metrics(metrics)
+    duration = _check_duration(duration)
+    qs = [validate.finite_float("percentiles", q, 0.0, 100.0) for q in validate.items("percentiles", percentiles)]
+    out_tokens = sum(m.output_tokens for m in metrics)
+    in_tokens = sum(m.prompt_tokens for m in metrics)
+    fig: dict[str, float] = {
+        "completed": len(metrics), "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
+        "request_throughput": len(metrics) / duration, "output_throughput": out_tokens / duration,
+        "total_token_throughput": (in_tokens + out_tokens) / duration}
+    for name, vname in VLLM_NAMES.items():
+        vals = values(metrics, name) or 0
+        fig[f"mean_{vname}_ms"] = float(np.mean(vals) * 1000)
+        fig[f"median_{vname}_ms"] = float(np.median(vals) * 1000)
+        fig[f"std_{vname}_ms"] = float(np.std(vals) * 1000)
+        for q in qs:
+            word = str(int(q)) if int(q) == q else str(q)
+            fig[f"p{word}_{vname}_ms"] = float(np.percentile(vals, q) * 1000)
+    return fig
+
+
+def vllm_peaks(result: dict) -> tuple[float, int]:
+    """Return `vllm bench serve`'s "Peak output token throughput" and "Peak concurrent
+    requests" of a saved detailed result: output chunks (the first token, then one per ITL gap)
+    and requests in flight, counted in one-second buckets from the first request's start."""
+    r = _vllm_result(result)
+    if "start_times" not in r or len(r["start_times"]) != len(r["ttfts"]):
+        raise ValueError("result lacks start_times: save it with a vLLM whose --save-detailed keeps them")
+    ok = [i for i, (n, e) in enumerate(zip(r["output_lens"], r["errors"])) if n and not e]
+    if not ok:
+        return 0.0, 0
+    starts, lat = r["start_times"], r["latencies"]
+    first = min(starts[i] for i in ok)
+    seconds = int(np.ceil(max(starts[i] + lat[i] for i in ok) - first)) + 1
+    tokens, busy = np.zeros(seconds), np.zeros(seconds)
+    for i in ok:
+        t = starts[i] + r["ttfts"][i]
+        times = [t]
+        for gap in r["itls"][i]:
+            t += gap
+            times.append(t)
+        for t in times:
+            b = int(t - first)
+            if 0 <= b < seconds:
+                tokens[b] += 1
+        for b in range(int(starts[i] - first), int(starts[i] + lat[i] - first) + 1):
+            busy[b] += 1
+    return float(np.max(tokens)), int(np.max(busy))
+
+
+__all__ = ["RequestMetrics", "from_vllm_bench", "vllm_figures", "vllm_peaks", "VLLM_NAMES", "SLO", "MLPERF_SLOS", "MLPERF_PERCENTILE", "values", "percentile",
            "p90", "good_requests", "goodput_fraction", "goodput", "meets", "summary",
            "MLPERF_LLAMA2_70B_SERVER", "MLPERF_LLAMA2_70B_INTERACTIVE", "MLPERF_LLAMA31_405B_SERVER",
            "MLPERF_LLAMA31_405B_INTERACTIVE", "MLPERF_LLAMA31_8B_SERVER",

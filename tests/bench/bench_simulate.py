@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/bench_simulate.py [--part cpu|published|all] [--repeats 3]
 
-cpu: calibrate `simulate.fit_cpu` on the CPU engine's measured steps (offline runs, CPU-time
+cpu: calibrate `cost_model.fit_cpu` on the CPU engine's measured steps (offline runs, CPU-time
 clock, tiny target model of chapter 6), then sweep Poisson arrival rates: the engine measured
 (median of `--repeats` runs) against the same scheduler on the simulated clock; throughput and
 p50/p90 TTFT and TPOT (`inferbook.metrics`) with the relative error, reported apart: latency at
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from inferbook import cost_model, tiny_lm, workload
 from inferbook import simulate as sim
-from inferbook import tiny_lm
 from inferbook.engine import mixed_workload, serve
 from inferbook.models import model
 
@@ -81,9 +81,9 @@ def calibration_run(target, prompts, i: int) -> tuple[list, list, dict]:
                           "steps": result.steps, "same_steps": True}
 
 
-def fit_steps(target, shapes, seconds, runs) -> tuple[sim.CostModel, dict]:
+def fit_steps(target, shapes, seconds, runs) -> tuple[cost_model.CostModel, dict]:
     """Fit the CPU constants on the calibration runs' steps; return the model and the fit record."""
-    cost = sim.fit_cpu(shapes, seconds, target.config)
+    cost = cost_model.fit_cpu(shapes, seconds, target.config)
     predicted = np.array([cost.step_time(s) for s in shapes])
     measured = np.array(seconds)
     fit = {"runs": runs, "n_steps": len(shapes),
@@ -179,7 +179,7 @@ def bench_cpu(repeats: int, n_requests: int) -> dict:
 
 DATA = ROOT / "code" / "inferbook" / "data" / "published_runs.json"
 KV_FRACTION = 0.95   # trtllm-bench: KV cache takes 0.95 of the memory left after the weights
-PRIOR = sim.Efficiency(link_efficiency=0.7, allreduce_latency_s=10e-6)  # not fitted (see JSON)
+PRIOR = cost_model.Efficiency(link_efficiency=0.7, allreduce_latency_s=10e-6)  # not fitted (see JSON)
 
 
 def trtllm_bench_limits(num_blocks: int, block_size: int, isl: int, osl: int) -> tuple[int, int]:
@@ -235,11 +235,11 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
     replicas = run.get("replicas", 1)   # identical replicas, requests split evenly: one simulated
     k = k or scale_factor(max_seqs)
     n = -(-run["num_requests"] // (k * replicas))
-    reqs = sim.fixed_workload(n, run["prompt_tokens"], run["output_tokens"], seed=0)
+    reqs = workload.fixed_workload(n, run["prompt_tokens"], run["output_tokens"], seed=0)
     shapes = sim.step_shapes(reqs, num_blocks=num_blocks // k, block_size=block_size,
                              max_num_seqs=max_seqs // k, max_num_batched_tokens=max_tokens // k,
                              chunked_prefill=True)
-    unit = sim.CostModel.for_gpu(spec, run["gpu"], run["tp"], sim.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
+    unit = cost_model.CostModel.for_gpu(spec, run["gpu"], run["tp"], cost_model.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
                                  run["kv_dtype"], run["weight_dtype"])
     terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in (unit.cost(s * k) for s in shapes)])
     latency_steps = 2 * spec.num_hidden_layers * (run["tp"] > 1)
@@ -250,7 +250,7 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
             "mean_batch": float(np.mean([len(s) * k for s in shapes]))}
 
 
-def predict(u: dict, eff: sim.Efficiency) -> tuple[float, dict]:
+def predict(u: dict, eff: cost_model.Efficiency) -> tuple[float, dict]:
     """Return output tokens/s of a recorded schedule at efficiency `eff`, and the time shares."""
     c, m, k = u["terms"].T
     compute, memory = c / eff.flops_efficiency, m / eff.bandwidth_efficiency
@@ -324,7 +324,7 @@ def main() -> None:
         print(f"wrote {OUT / 'simulate_cpu.json'}")
     if args.part in ("published", "all"):
         result = bench_published()
-        # simulate.FITTED loads the package's copy (an installed package has no outputs/)
+        # cost_model.FITTED loads the package's copy (an installed package has no outputs/)
         for folder in (OUT, ROOT / "code" / "inferbook" / "data"):
             (folder / "simulate_published.json").write_text(json.dumps(result, indent=2))
             print(f"wrote {folder / 'simulate_published.json'}")
