@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from inferbook import flash
 from inferbook.split_kv import merge_partials, split_kv_attention
@@ -48,6 +49,39 @@ def test_merge_of_two_halves_is_exact():
     o, lse = merge_partials(torch.stack([h[0] for h in halves]), torch.stack([h[1] for h in halves]))
     whole = split_kv_attention(q, k, v, 1)
     assert torch.allclose(o, whole[0], atol=1e-12) and torch.allclose(lse, whole[1], atol=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n_kv=st.integers(1, 200), splits=st.integers(1, 16), group=st.sampled_from([1, 4]),
+       n_q=st.sampled_from([1, 3]), seed=st.integers(0, 2**16))
+def test_split_kv_merge_is_exact(n_kv, splits, group, n_q, seed):
+    splits = min(splits, n_kv)
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 2 * group, n_q, 16, generator=gen, dtype=torch.float64) * 3
+    k = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64) * 3
+    v = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64)
+    o, lse = split_kv_attention(q, k, v, splits)
+    ref_o, ref_lse = flash.attention_reference(q.numpy(), k.numpy(), v.numpy(), causal=False)
+    assert np.abs(o.numpy() - ref_o).max() < 1e-12
+    assert np.abs(lse.numpy() - ref_lse).max() < 1e-12
+
+
+def test_merge_is_associative_and_ignores_empty_splits():
+    gen = torch.Generator().manual_seed(0)
+    outs = torch.randn(4, 3, 8, generator=gen, dtype=torch.float64)
+    lses = torch.randn(4, 3, generator=gen, dtype=torch.float64) * 5
+    all_at_once = merge_partials(outs, lses)
+    left = merge_partials(outs[:2], lses[:2])
+    right = merge_partials(outs[2:], lses[2:])
+    nested = merge_partials(torch.stack([left[0], right[0]]), torch.stack([left[1], right[1]]))
+    assert torch.allclose(all_at_once[0], nested[0], atol=1e-14)
+    assert torch.allclose(all_at_once[1], nested[1], atol=1e-14)
+    minus_inf = torch.full((1, 3), float("-inf"), dtype=torch.float64)
+    empty_o = torch.full((1, 3, 8), 123.0, dtype=torch.float64)   # garbage output, lse = -inf
+    with_empty = merge_partials(torch.cat([outs, empty_o]), torch.cat([lses, minus_inf]))
+    assert torch.allclose(with_empty[0], all_at_once[0], atol=1e-14)
+    none_o, none_lse = merge_partials(empty_o, minus_inf)
+    assert torch.all(none_o == 0) and torch.all(torch.isneginf(none_lse))
 
 
 def _bad(name):

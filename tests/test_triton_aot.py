@@ -1,6 +1,6 @@
 """GPU-readiness without a GPU: the Triton kernel compiled ahead of time for every target.
 
-`inferbook.triton_flash.compile_forwards` runs Triton's real compiler and its own `ptxas` for a
+`inferbook.triton_aot.compile_forwards` runs Triton's real compiler and its own `ptxas` for a
 GPU that is not present (GPUTarget("cuda", cc, 32)). For sm75 (T4), sm80 (A100), sm86 (A10),
 sm89 (L4), sm90 (H100/H200) and sm100 (B200), every head_dim bucket 16...256, with
 `launch_config`'s choice, we assert:
@@ -41,7 +41,8 @@ if not torch.cuda.is_available():   # as in test_triton_flash.py: one setting pe
 import pytest  # noqa: E402
 import triton  # noqa: E402
 
-from inferbook import triton_flash as tf  # noqa: E402
+from inferbook import triton_aot as aot  # noqa: E402
+from inferbook.triton_launch import smem_estimate_bytes, smem_limit_bytes  # noqa: E402
 
 ARCHS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0)]
 HEAD_DIMS = [16, 32, 64, 128, 256]
@@ -61,15 +62,15 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
     return dict(zip(("REG", "STACK", "SHARED", "LOCAL"), map(int, match.groups())))
 
 
-def check_compiled(compiled: tf.CompiledForward):
+def check_compiled(compiled: aot.CompiledForward):
     """Assert the kernel fits its target, does not spill, and uses tensor cores from sm80."""
     cc, head_dim, dtype, config = (compiled.capability, compiled.head_dim, compiled.dtype,
                                    compiled.config)
-    shared, limit = compiled.shared_bytes, tf.smem_limit_bytes(cc)
+    shared, limit = compiled.shared_bytes, smem_limit_bytes(cc)
     usage = resource_usage(compiled.cubin)
     what = f"sm{cc[0]}{cc[1]} d={head_dim} {dtype} causal={compiled.causal} {config}"
     assert shared <= limit, f"{what}: {shared} B shared > {limit} B per block"
-    assert shared <= tf.smem_estimate_bytes(head_dim, dtype, *config), f"{what}: above estimate"
+    assert shared <= smem_estimate_bytes(head_dim, dtype, *config), f"{what}: above estimate"
     assert usage["STACK"] == 0 and usage["LOCAL"] == 0, f"{what}: spills {usage}"
     if cc >= (8, 0):
         assert "mma" in compiled.ptx, f"{what}: no tensor-core instruction"
@@ -80,7 +81,7 @@ def check_compiled(compiled: tf.CompiledForward):
 
 def compile_all(requests):
     """Compile (head_dim, dtype, cc, causal) with launch_config's choice, in one batch."""
-    return tf.compile_forwards([(d, dt, cc, causal, None) for d, dt, cc, causal in requests])
+    return aot.compile_forwards([(d, dt, cc, causal, None) for d, dt, cc, causal in requests])
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +119,8 @@ def test_full_grid_bf16_and_not_causal(cc, rest_of_grid):
 def test_the_old_t4_tiles_did_not_fit():
     # The tiles used before launch_config (128 x 32, 8 warps at head_dim 128) need more than
     # a T4's 64 KiB per block: the reason launch_config exists.
-    old = tf.compile_forward(128, torch.float16, (7, 5), True, (128, 32, 8, 2))
-    assert old.shared_bytes > tf.smem_limit_bytes((7, 5))
+    old = aot.compile_forward(128, torch.float16, (7, 5), True, (128, 32, 8, 2))
+    assert old.shared_bytes > smem_limit_bytes((7, 5))
 
 
 OVERFLOW_SCRIPT = textwrap.dedent("""

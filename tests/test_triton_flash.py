@@ -1,4 +1,7 @@
-"""Tests for inferbook.triton_flash: the Triton FlashAttention forward, its backward, split-KV.
+"""Tests for inferbook.triton_flash: the Triton FlashAttention forward and its backward.
+
+The launch arithmetic is tested in test_triton_launch.py (no Triton), the benchmark files in
+test_triton_plots.py, split-KV and the merge in test_split_kv.py.
 
 Without a GPU the kernel runs under Triton's interpreter (TRITON_INTERPRET=1, set below before
 the module is imported: Triton reads it when `@triton.jit` decorates the kernel). With a GPU the
@@ -16,7 +19,6 @@ rounding only once per step, does not pay.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from pathlib import Path
 
@@ -26,11 +28,11 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
-import triton  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from inferbook import flash  # noqa: E402
+from inferbook import flash, split_kv  # noqa: E402
 from inferbook import triton_flash as tf  # noqa: E402
+from inferbook.triton_launch import launch_plan  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,44 +198,11 @@ def test_backward_matches_autograd_of_the_reference(heads, kv_heads, n_q, n_kv, 
 
 
 # ---------------------------------------------------------------------------------------
-# split-KV decoding
+# split-KV decoding (exactness and the merge: test_split_kv.py) against the kernel
 # ---------------------------------------------------------------------------------------
-@settings(max_examples=15, deadline=None)
-@given(n_kv=st.integers(1, 200), splits=st.integers(1, 16), group=st.sampled_from([1, 4]),
-       n_q=st.sampled_from([1, 3]), seed=st.integers(0, 2**16))
-def test_split_kv_merge_is_exact(n_kv, splits, group, n_q, seed):
-    splits = min(splits, n_kv)
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(2, 2 * group, n_q, 16, generator=gen, dtype=torch.float64) * 3
-    k = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64) * 3
-    v = torch.randn(2, 2, n_kv, 16, generator=gen, dtype=torch.float64)
-    o, lse = tf.split_kv_attention(q, k, v, splits)
-    ref_o, ref_lse = reference(q, k, v)
-    assert (o - ref_o).abs().max().item() < 1e-12
-    assert (lse - ref_lse).abs().max().item() < 1e-12
-
-
-def test_merge_is_associative_and_ignores_empty_splits():
-    gen = torch.Generator().manual_seed(0)
-    outs = torch.randn(4, 3, 8, generator=gen, dtype=torch.float64)
-    lses = torch.randn(4, 3, generator=gen, dtype=torch.float64) * 5
-    all_at_once = tf.merge_partials(outs, lses)
-    left = tf.merge_partials(outs[:2], lses[:2])
-    right = tf.merge_partials(outs[2:], lses[2:])
-    nested = tf.merge_partials(torch.stack([left[0], right[0]]), torch.stack([left[1], right[1]]))
-    assert torch.allclose(all_at_once[0], nested[0], atol=1e-14)
-    assert torch.allclose(all_at_once[1], nested[1], atol=1e-14)
-    empty_o = torch.full((1, 3, 8), 123.0, dtype=torch.float64)   # garbage output, lse = -inf
-    with_empty = tf.merge_partials(torch.cat([outs, empty_o]),
-                                   torch.cat([lses, torch.full((1, 3), float("-inf"), dtype=torch.float64)]))
-    assert torch.allclose(with_empty[0], all_at_once[0], atol=1e-14)
-    none_o, none_lse = tf.merge_partials(empty_o, torch.full((1, 3), float("-inf"), dtype=torch.float64))
-    assert torch.all(none_o == 0) and torch.all(torch.isneginf(none_lse))
-
-
 def test_split_kv_agrees_with_the_kernel_on_a_decode_step():
     q, k, v = make_qkv(1, 4, 2, 1, 90, 32, torch.float32)
-    o_split, lse_split = tf.split_kv_attention(q, k, v, num_splits=6)
+    o_split, lse_split = split_kv.split_kv_attention(q, k, v, num_splits=6)
     o, lse = tf.flash_attention(q, k, v, causal=True, block_q=16, block_k=32)
     assert torch.allclose(o_split, o, atol=1e-5) and torch.allclose(lse_split, lse, atol=1e-5)
 
@@ -256,51 +225,6 @@ def test_invalid_inputs_raise_value_error():
             tf.flash_attention(*args)
     with pytest.raises(ValueError, match="power of two"):
         tf.flash_attention(q, k, v, block_q=24)
-    with pytest.raises(ValueError, match="num_splits"):
-        tf.split_kv_attention(q, k, v, num_splits=9)
-    with pytest.raises(ValueError, match="seq_len"):
-        tf.benchmark_flops(1, 1, 0, 64, False)
-
-
-def test_benchmark_flops_convention():
-    assert tf.benchmark_flops(2, 3, 1024, 64, False) == 4 * 2 * 3 * 1024**2 * 64
-    assert tf.benchmark_flops(2, 3, 1024, 64, True) == 2 * 2 * 3 * 1024**2 * 64
-    exact = flash.attention_flops(1024, 1024, 64, causal=True, batch_heads=6)
-    assert exact / tf.benchmark_flops(2, 3, 1024, 64, True) == pytest.approx(1025 / 1024)
-
-
-def synthetic_run():
-    """A FIXTURE shaped like the benchmark's JSON. Its numbers are made up; it is never
-    written under outputs/."""
-    rows = []
-    for method, speed in (("sdpa_flash", 1.0), ("ours_triton", 0.5)):
-        for n in (512, 1024):
-            rows.append(dict(method=method, seq_len=n, head_dim=64, causal=False, status="ok",
-                             tflops=speed * n / 1024, peak_mem_bytes=n * 1000))
-    rows.append(dict(method="sdpa_cudnn", seq_len=512, head_dim=64, causal=False,
-                     status="unsupported: sm75", tflops=None, peak_mem_bytes=None))
-    machine = dict(gpu="FIXTURE-GPU", capability="75", driver="0.0", torch="0", triton="0",
-                   flash_attn=None, date="1970-01-01")
-    return {"machine": machine, "results": rows}
-
-
-def test_load_and_plot_benchmark_results_from_a_fixture(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    (tmp_path / "flash_triton_fixture.json").write_text(json.dumps(synthetic_run()))
-    (tmp_path / "unrelated.json").write_text("{}")
-    runs = tf.load_benchmark_results(tmp_path)
-    assert [r["path"] for r in runs] == ["flash_triton_fixture.json"]
-    assert "FIXTURE-GPU" in tf.benchmark_label(runs[0]) and "1970-01-01" in tf.benchmark_label(runs[0])
-    fig = tf.plot_benchmark_results(runs[0])
-    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
-    assert set(lines) == {"sdpa_flash", "ours_triton"}         # unsupported rows are not plotted
-    assert list(lines["ours_triton"].get_ydata()) == [0.25, 0.5]
-    assert tf.load_benchmark_results(tmp_path / "missing") == []
-    (tmp_path / "flash_triton_bad.json").write_text("{}")
-    with pytest.raises(ValueError, match="missing keys"):
-        tf.load_benchmark_results(tmp_path)
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="checks the CPU message; on a GPU the script benchmarks")
@@ -314,11 +238,12 @@ def test_benchmark_script_refuses_cleanly_without_a_gpu(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_versions_table_is_re_exported_from_attention_backends():
-    from inferbook import attention_backends
-
-    assert tf.FLASH_ATTENTION_VERSIONS is attention_backends.FLASH_ATTENTION_VERSIONS
-    assert tf.flash_versions_for is attention_backends.flash_versions_for
+def test_no_pass_through_names():
+    # callers import the split modules directly: nothing of theirs is re-exported here
+    for name in ("split_kv_attention", "merge_partials", "launch_config", "smem_limit_bytes",
+                 "benchmark_flops", "plot_benchmark_results", "compile_forward",
+                 "FLASH_ATTENTION_VERSIONS", "flash_versions_for"):
+        assert not hasattr(tf, name), name
 
 
 @settings(max_examples=40, deadline=None)
@@ -339,86 +264,12 @@ def test_kv_tile_schedule_splits_keys_correctly(n_q, n_kv, block_m, block_n, cau
 
 
 # ---------------------------------------------------------------------------------------
-# launch choices (the ahead-of-time compile checks are in tests/test_triton_aot.py)
+# decode: a GQA group's queries packed into one Q tile (the plan: test_triton_launch.py)
 # ---------------------------------------------------------------------------------------
-ARCHS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0)]
-
-
-def test_smem_limits_come_from_the_gpu_presets():
-    from inferbook.hardware import GPUS
-
-    assert set(tf.TUNED_CAPABILITIES) == set(ARCHS)
-    for g in GPUS.values():
-        assert tf.smem_limit_bytes(g.compute_capability) <= g.smem_bytes_per_block
-    assert [tf.smem_limit_bytes(cc) // 1024 for cc in ARCHS] == [64, 163, 99, 99, 227, 227]
-    assert tf.smem_limit_bytes(80) == tf.smem_limit_bytes("sm80") == tf.smem_limit_bytes((8, 0))
-    assert tf.smem_limit_bytes((8, 7)) == tf.smem_limit_bytes((8, 6))   # nearest below
-
-
-@pytest.mark.parametrize("cc", ARCHS)
-def test_launch_config_per_architecture(cc):
-    for head_dim in (16, 24, 32, 64, 80, 96, 128, 256):
-        for dtype in (torch.float16, torch.bfloat16, torch.float32):
-            if dtype == torch.bfloat16 and cc < (8, 0):
-                with pytest.raises(ValueError, match="bfloat16 needs"):
-                    tf.launch_config(head_dim, dtype, cc)
-                continue
-            bm, bn, warps, stages = config = tf.launch_config(head_dim, dtype, cc)
-            assert bm >= 16 and bn >= 16 and warps in (4, 8) and stages >= 1
-            assert tf.smem_estimate_bytes(head_dim, dtype, *config) <= tf.smem_limit_bytes(cc)
-            tuned = tf.autotune_configs(head_dim, dtype, cc)
-            assert tuned[0] == config and len(tuned) == len(set(tuned)) <= 7
-            assert all(tf.smem_estimate_bytes(head_dim, dtype, *c) <= tf.smem_limit_bytes(cc)
-                       for c in tuned)
-    # more shared memory, larger tiles: an H100's K/V tiles are at least an A10's
-    h100, a10 = (tf.launch_config(64, torch.float16, cc) for cc in ((9, 0), (8, 6)))
-    assert h100[1] >= a10[1]
-
-
-def test_launch_config_rejects_what_it_cannot_serve():
-    with pytest.raises(ValueError, match="head_dim"):
-        tf.launch_config(512, torch.float16, (9, 0))
-    with pytest.raises(ValueError, match="7.5 or newer"):
-        tf.launch_config(64, torch.float16, (7, 0))
-    with pytest.raises(ValueError, match="capability"):
-        tf.launch_config(64, torch.float16, "hopper")
-    with pytest.raises(ValueError, match="allowed"):
-        tf.launch_config(64, torch.float64, (9, 0))
-    fallback = tf.launch_config(64, torch.float16, (12, 0))   # no preset: the T4's choice
-    assert fallback == tf.launch_config(64, torch.float16, (7, 5))
-
-
-def test_autotune_pruner_keeps_only_configs_that_fit():
-    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st_)
-               for bm in (32, 64, 128) for bn in (16, 32, 64, 128) for w in (4, 8)
-               for st_ in (1, 2, 3, 4)]
-    q = torch.empty(1, 1, 1, 128, dtype=torch.float16)
-    for cc in ((7, 5), (9, 0)):
-        kept = tf._autotune_pruner(cc)(configs, {"Q": q}, HEAD_DIM=128)
-        as_tuples = [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-                     for c in kept]
-        assert set(as_tuples) <= set(tf.autotune_configs(128, torch.float16, cc))
-        assert tf.launch_config(128, torch.float16, cc) in as_tuples
-
-
-# ---------------------------------------------------------------------------------------
-# decode: a GQA group's queries packed into one Q tile
-# ---------------------------------------------------------------------------------------
-def test_decode_packs_a_gqa_group_into_one_tile():
-    # Llama-3.1-8B at batch 1: 32 query heads, 8 KV heads -> 8 programs, each one KV head
-    plan = tf.launch_plan(batch=1, heads=32, kv_heads=8, n_q=1, block_m=128)
-    assert plan.packed and plan.grid == (1, 8) and plan.n_q == 4 and plan.block_m == 16
-    assert plan.heads == 8 and plan.group_size == 1
-    # prefill, or MHA decode, keeps the (Q tiles, batch x heads) grid
-    prefill = tf.launch_plan(batch=2, heads=32, kv_heads=8, n_q=300, block_m=128)
-    assert not prefill.packed and prefill.grid == (3, 64)
-    assert not tf.launch_plan(1, 32, 32, 1, 128).packed
-
-
 @pytest.mark.parametrize("heads, kv_heads, causal", [(8, 2, True), (8, 1, False), (12, 4, True)])
 def test_packed_decode_matches_reference(heads, kv_heads, causal):
     q, k, v = make_qkv(2, heads, kv_heads, 1, 75, 32, torch.float32, seed=heads)
-    assert tf.launch_plan(2, heads, kv_heads, 1, 32).packed
+    assert launch_plan(2, heads, kv_heads, 1, 32).packed
     o, lse = tf.flash_attention(q, k, v, causal)
     ref_o, ref_lse = reference(q, k, v, causal)
     assert max_err(o, ref_o) < 2e-6 and max_err(lse, ref_lse) < 2e-6
@@ -455,15 +306,8 @@ def test_gpu_check_refuses_cleanly_without_a_gpu(capsys):
     (lambda q, k, v: tf.flash_attention(q, k[:1], v[:1]), "batch"),
     (lambda q, k, v: tf.attention_naive(q, k, v, scale=float("nan")), "scale"),
     (lambda q, k, v: tf.attention_naive(q, k, v, causal=1), "causal"),
-    (lambda q, k, v: tf.split_kv_attention(q, k[:1], v[:1], 2), "batch"),
     (lambda q, k, v: tf.kv_tile_schedule(5, 64, 64, 16, 16, True), "pid_m"),
     (lambda q, k, v: tf.kv_tile_schedule(0, 0, 64, 16, 16, True), "n_q"),
-    (lambda q, k, v: tf.launch_plan(1, 6, 4, 1, 16), "kv_heads"),
-    (lambda q, k, v: tf.launch_plan(1, 4, 0, 1, 16), "kv_heads"),
-    (lambda q, k, v: tf.smem_estimate_bytes(64, torch.float16, 64, 0, 4, 2), "block_n"),
-    (lambda q, k, v: tf.benchmark_flops(1, 2, 128, 64.5, False), "head_dim"),
-    (lambda q, k, v: tf.benchmark_flops(1, 2, 128, 64, "no"), "causal"),
-    (lambda q, k, v: tf.load_benchmark_results(None), "folder"),
 ])
 def test_bad_input_names_the_argument(call, words):
     q, k, v = make_qkv(2, 2, 2, 16, 16, 16, torch.float32)

@@ -1,8 +1,13 @@
-"""The FlashAttention Triton kernel compiled ahead of time, for a GPU that need not be present.
+"""The book's Triton kernels compiled ahead of time, for a GPU that need not be present.
 
 - `compile_forward(head_dim, dtype, capability, causal, config=None)` -> `CompiledForward`
   (shared memory in bytes, PTX, cubin), by Triton's compiler and its own ptxas.
 - `compile_forwards(requests)` -> the same for a batch (one subprocess under the interpreter).
+- `compile_paged_decodes(requests)` -> `CompiledPagedDecode` for each (head_dim, dtype,
+  capability, page, group, n_q): the paged decode kernel of `inferbook.triton_paged_decode`.
+- `resource_usage(cubin)` -> registers per thread, stack, shared and local memory, by the
+  `cuobjdump` Triton ships (ptxas puts register spills on the stack / in local memory).
+- `occupancy(capability, registers, shared_bytes, num_warps)` -> programs resident per SM.
 """
 
 from __future__ import annotations
@@ -14,10 +19,22 @@ from pathlib import Path
 import torch
 import triton
 
+from . import triton_paged_decode
 from .triton_flash import INTERPRETED, _flash_forward_kernel
-from .triton_launch import _capability, launch_config
+from .triton_launch import launch_config, parse_capability
 
-__all__ = ["CompiledForward", "compile_forward", "compile_forwards"]
+__all__ = ["CompiledForward", "compile_forward", "compile_forwards", "CompiledPagedDecode",
+           "compile_paged_decodes", "resource_usage", "occupancy", "SM_LIMITS"]
+
+# Per-SM limits of each compute capability (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability"): 64 K 32-bit registers per SM and per block, at most
+# 255 per thread, on every generation here; resident blocks and warps per SM differ.
+SM_LIMITS = {  # capability: (max resident blocks per SM, max resident warps per SM)
+    (7, 5): (16, 32), (8, 0): (32, 64), (8, 6): (16, 48), (8, 9): (24, 48), (9, 0): (32, 64),
+    (10, 0): (32, 64),
+}
+REGISTERS_PER_SM = 65536
+MAX_REGISTERS_PER_THREAD = 255
 
 
 def _signature(dtype: torch.dtype) -> dict[str, str]:
@@ -66,10 +83,15 @@ def compile_forwards(requests) -> list[CompiledForward]:
     batch is compiled by one Python subprocess without the variable. Triton caches each
     compiled kernel by source hash (~/.triton/cache): an unchanged kernel compiles once.
     """
-    requests = [(hd, dt, _capability(cc), bool(causal), tuple(cfg) if cfg else None)
+    requests = [(hd, dt, parse_capability(cc), bool(causal), tuple(cfg) if cfg else None)
                 for hd, dt, cc, causal, cfg in requests]
     if not INTERPRETED:
         return [_compile_one(*r) for r in requests]
+    return _in_subprocess("compile_forwards", requests)
+
+
+def _in_subprocess(function: str, requests: list) -> list:
+    """Return `triton_aot.<function>(requests)` run by a Python without TRITON_INTERPRET."""
     import pickle
     import subprocess
     import sys
@@ -83,7 +105,7 @@ def compile_forwards(requests) -> list[CompiledForward]:
         src.write_bytes(pickle.dumps(requests))
         code = ("import pickle, sys; from inferbook import triton_aot as aot; "
                 "reqs = pickle.load(open(sys.argv[1], 'rb')); "
-                "pickle.dump(aot.compile_forwards(reqs), open(sys.argv[2], 'wb'))")
+                f"pickle.dump(aot.{function}(reqs), open(sys.argv[2], 'wb'))")
         run = subprocess.run([sys.executable, "-c", code, str(src), str(dst)], env=env,
                              capture_output=True, text=True)
         if run.returncode != 0:
@@ -110,3 +132,108 @@ def _compile_one(head_dim, dtype, cc, causal, config) -> CompiledForward:
                             options=dict(num_warps=warps, num_stages=stages))
     return CompiledForward(head_dim, dtype, cc, causal, config, kernel.metadata.shared,
                            kernel.asm["ptx"], kernel.asm["cubin"])
+
+
+# --------------------------------------------------------------------------------------
+# The paged decode kernel
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompiledPagedDecode:
+    """`triton_paged_decode.paged_decode_kernel` compiled for one target and shape."""
+
+    head_dim: int
+    dtype: torch.dtype
+    capability: tuple[int, int]
+    page: int
+    group: int                  # query heads per KV head
+    n_q: int                    # query tokens per sequence
+    num_warps: int
+    shared_bytes: int           # as Triton requests it at launch
+    registers: int              # per thread, by cuobjdump
+    spill_bytes: int            # stack + local memory per thread (0: no spills)
+    ptx: str
+
+
+def compile_paged_decodes(requests) -> list[CompiledPagedDecode]:
+    """Return the paged decode kernel compiled for each (head_dim, dtype, capability, page,
+    group, n_q), with the launch's 4 warps and 2 stages (no GPU needed; a subprocess under the
+    interpreter, as `compile_forwards`)."""
+    requests = [(int(hd), dt, parse_capability(cc), int(page), int(group), int(n_q))
+                for hd, dt, cc, page, group, n_q in requests]
+    if not INTERPRETED:
+        return [_compile_paged_one(*r) for r in requests]
+    return _in_subprocess("compile_paged_decodes", requests)
+
+
+def _paged_signature(dtype: torch.dtype) -> dict[str, str]:
+    ptr = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32"}[dtype]
+    sig = dict(Q=ptr, K_POOL=ptr, V_POOL=ptr, BLOCK_TABLES="*i32", CONTEXT_LENS="*i32",
+               O_PART="*fp32", LSE_PART="*fp32")
+    for name in ("stride_qb", "stride_qh", "stride_qm", "stride_kp", "stride_kt", "stride_kh",
+                 "stride_vp", "stride_vt", "stride_vh", "stride_tb", "stride_ob", "stride_oh",
+                 "stride_om", "stride_os", "stride_lb", "stride_lh", "stride_lm", "group_size",
+                 "n_q", "pages_per_split"):
+        sig[name] = "i32"
+    sig["qk_scale"] = "fp32"
+    for name in ("PAGE", "BLOCK_N", "HEAD_DIM", "BLOCK_D", "BLOCK_M", "DOT_PRECISION"):
+        sig[name] = "constexpr"
+    return sig
+
+
+def _compile_paged_one(head_dim, dtype, cc, page, group, n_q) -> CompiledPagedDecode:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig = _paged_signature(dtype)
+    names = list(sig)
+    # pointers, and the row strides of q and the pools (multiples of head_dim), 16-divisible as
+    # a launch on contiguous tensors with head_dim a multiple of 16 specialises them
+    aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+               if n[0].isupper() and sig[n].startswith("*") or n in (
+                   "stride_qb", "stride_qh", "stride_qm", "stride_kp", "stride_kt",
+                   "stride_vp", "stride_vt")}
+    constexprs = triton_paged_decode.kernel_constants(head_dim, page, group, n_q, dtype)
+    src = ASTSource(fn=triton_paged_decode.paged_decode_kernel, signature=sig,
+                    constexprs=constexprs, attrs=aligned)
+    warps = 4
+    kernel = triton.compile(src, target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
+                            options=dict(num_warps=warps, num_stages=2))
+    usage = resource_usage(kernel.asm["cubin"])
+    return CompiledPagedDecode(head_dim, dtype, cc, page, group, n_q, warps,
+                               kernel.metadata.shared, usage["REG"],
+                               usage["STACK"] + usage["LOCAL"], kernel.asm["ptx"])
+
+
+def resource_usage(cubin: bytes) -> dict[str, int]:
+    """Return {"REG", "STACK", "SHARED", "LOCAL"} of the kernel in a cubin, by cuobjdump."""
+    import re
+    import subprocess
+    import tempfile
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([str(tool), "-res-usage", f.name], capture_output=True,
+                             text=True, check=True).stdout
+    match = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+    if not match:
+        raise RuntimeError(f"unexpected cuobjdump output: {out[:400]}")
+    return dict(zip(("REG", "STACK", "SHARED", "LOCAL"), map(int, match.groups())))
+
+
+def occupancy(capability, registers: int, shared_bytes: int, num_warps: int) -> dict[str, int]:
+    """Return programs resident per SM, by each limit and overall (`SM_LIMITS`, the presets'
+    shared memory per SM); registers counted per thread x threads (allocation granularity
+    ignored, so an upper estimate)."""
+    from .hardware import GPUS
+
+    cc = parse_capability(capability)
+    blocks, warps = SM_LIMITS[cc]
+    smem_sm = min(g.smem_bytes_per_sm for g in GPUS.values()
+                  if g.compute_capability == cc and g.smem_bytes_per_sm)
+    by = dict(registers=REGISTERS_PER_SM // (registers * num_warps * 32),
+              shared=smem_sm // shared_bytes if shared_bytes else blocks,
+              warps=warps // num_warps, blocks=blocks)
+    by["resident"] = min(by.values())
+    return by

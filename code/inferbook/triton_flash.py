@@ -1,29 +1,20 @@
 """FlashAttention-2 forward as a Triton kernel, its launch, its backward and its baseline.
 
-The module is split along its concerns: the launch choices per GPU generation are
-`inferbook.triton_launch`, the ahead-of-time compile `inferbook.triton_aot`, split-KV decoding
-`inferbook.split_kv` (PyTorch only) and the benchmark plots `inferbook.triton_plots`; the names
-below are re-exported here, so `from inferbook import triton_flash as tf; tf.launch_config(...)`
-keeps working (`compile_forward(s)` and `CompiledForward` on first use).
+The neighbouring ideas live in their own modules, imported directly by their callers: the launch
+choices per GPU generation in `inferbook.triton_launch` (no Triton needed), the ahead-of-time
+compile in `inferbook.triton_aot`, split-KV decoding and the merge in `inferbook.split_kv`
+(PyTorch only), the benchmark files and plots in `inferbook.triton_plots`, the FlashAttention
+versions in `inferbook.attention_backends`.
 
 Returns of the public functions:
 
 - `flash_attention(q, k, v, causal, scale)` -> `(o, lse)`: the Triton forward (FlashAttention-2
   work split, Dao 2023), differentiable in `q`, `k`, `v`.
-- `launch_config(head_dim, dtype, capability)` -> `(BLOCK_M, BLOCK_N, num_warps, num_stages)`:
-  the untuned launch for one GPU generation, sized to its per-block shared memory.
-- `smem_limit_bytes(capability)` -> the per-block shared-memory limit, from `inferbook.hardware`.
-- `launch_plan(batch, heads, kv_heads, n_q, block_m)` -> how the kernel's grid covers the work
-  (with a GQA group's decode queries packed into one Q tile).
-- `compile_forward(...)` -> the kernel compiled ahead of time for a GPU that need not be present.
 - `attention_naive(q, k, v, causal)` -> `(o, lse)`: the plain computation in the inputs' dtype
   (the baseline of flash-attention's error rule). The float64 reference is
   `inferbook.flash.attention_reference`, the one reference of the book.
-- `split_kv_attention(q, k, v, num_splits)` -> `(o, lse)`: decoding attention split along the
-  KV cache ("flash-decoding", Dao et al. 2023), in PyTorch.
-- `merge_partials(outputs, lses)` -> `(o, lse)`: the exact merge of partial attention results.
-- `FLASH_ATTENTION_VERSIONS`, `flash_versions_for`: re-exported from
-  `inferbook.attention_backends` (which imports without Triton).
+- `kv_tile_schedule(pid_m, n_q, n_kv, block_m, block_n, causal)` -> `(full_end, masked_end)`:
+  which K/V tiles a Q tile reads unmasked and masked.
 
 Shapes: `q: [batch, heads, n_q, head_dim]`, `k, v: [batch, kv_heads, n_kv, head_dim]` with
 `heads % kv_heads == 0` (grouped-query attention: query head `h` reads KV head
@@ -65,35 +56,14 @@ import triton
 import triton.language as tl
 
 from . import validate
-from .attention_backends import FLASH_ATTENTION_VERSIONS, FlashAttentionVersion, flash_versions_for
 from .masks import causal_flag, causal_mask
-# Re-exported: the names chapter 4 and the tests import from here (one import for the reader).
-from .split_kv import merge_partials, split_kv_attention  # noqa: F401
-from .triton_launch import (MAX_HEAD_DIM, MIN_HEAD_DIM, SMEM_BYTES_PER_BLOCK,  # noqa: F401
-                            SUPPORTED_DTYPES, TUNED_CAPABILITIES, LaunchPlan, _autotune_pruner,
-                            _capability, _kernel_strides, autotune_configs, launch_config,
-                            launch_plan, smem_estimate_bytes, smem_limit_bytes)
-from .triton_plots import (benchmark_flops, benchmark_label,  # noqa: F401
-                           load_benchmark_results, plot_benchmark_results)
+from . import triton_launch as launch
 
-__all__ = [
-    "FLASH_ATTENTION_VERSIONS", "FlashAttentionVersion", "flash_versions_for",
-    "flash_attention", "launch_config", "smem_limit_bytes", "launch_plan",
-    "attention_naive", "split_kv_attention", "merge_partials", "kv_tile_schedule",
-    "benchmark_flops", "load_benchmark_results", "benchmark_label", "plot_benchmark_results",
-]
+__all__ = ["flash_attention", "attention_naive", "kv_tile_schedule", "INTERPRETED", "LOG2E"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634  # log2(e): the kernel works with exp2, as GPUs have a fast exp2
 INTERPRETER_BLOCK = 32          # numpy-sized tiles under the interpreter: fewer Python steps
-
-
-def __getattr__(name: str):
-    """The ahead-of-time compile lives in `inferbook.triton_aot` (it imports this module)."""
-    if name in ("compile_forward", "compile_forwards", "CompiledForward"):
-        from . import triton_aot
-        return getattr(triton_aot, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------------------
@@ -240,7 +210,7 @@ def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int
 # Input checks
 # --------------------------------------------------------------------------------------
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  allowed: tuple = SUPPORTED_DTYPES) -> None:
+                  allowed: tuple = launch.SUPPORTED_DTYPES) -> None:
     """Raise ValueError naming the first thing wrong with (q, k, v)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
@@ -263,8 +233,9 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     kv_heads = k.shape[1]
     if kv_heads == 0 or heads % kv_heads != 0:
         raise ValueError(f"q heads ({heads}) must be a multiple of k/v heads ({kv_heads})")
-    if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
-        raise ValueError(f"head_dim must be in [{MIN_HEAD_DIM}, {MAX_HEAD_DIM}]; got {head_dim}")
+    if not launch.MIN_HEAD_DIM <= head_dim <= launch.MAX_HEAD_DIM:
+        raise ValueError(f"head_dim must be in [{launch.MIN_HEAD_DIM}, {launch.MAX_HEAD_DIM}]; "
+                         f"got {head_dim}")
     if q.shape[2] == 0 or k.shape[2] == 0:
         raise ValueError(f"sequence lengths must be >= 1; got n_q={q.shape[2]}, n_kv={k.shape[2]}")
 
@@ -280,14 +251,14 @@ def _autotuned_kernel(capability):
     return; the pruner keeps those it returns for this head_dim and dtype, so only a few are
     timed, once per (n_q, n_kv, head_dim, causal).
     """
-    cc = _capability(capability)
+    cc = launch.parse_capability(capability)
     if cc not in _AUTOTUNED:
         configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
                    for bm in (16, 32, 64, 128) for bn in (16, 32, 64, 128, 256)
                    for w in (4, 8) for s in (1, 2, 3, 4)]
         _AUTOTUNED[cc] = triton.autotune(
             configs, key=["n_q", "n_kv", "HEAD_DIM", "CAUSAL"],
-            prune_configs_by={"early_config_prune": _autotune_pruner(cc)})(_flash_forward_kernel)
+            prune_configs_by={"early_config_prune": launch.autotune_pruner(cc)})(_flash_forward_kernel)
     return _AUTOTUNED[cc]
 
 
@@ -311,15 +282,15 @@ def _launch_forward(q, k, v, causal, scale, block_q, block_k):
         bm, bn, warps, stages = INTERPRETER_BLOCK, INTERPRETER_BLOCK, 4, 1
     else:
         capability = torch.cuda.get_device_capability(q.device)
-        bm, bn, warps, stages = launch_config(head_dim, q.dtype, capability)
+        bm, bn, warps, stages = launch.launch_config(head_dim, q.dtype, capability)
     tuned = not INTERPRETED and block_q is None and block_k is None
     bm, bn = block_q or bm, block_k or bn
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
-    plan = launch_plan(batch, heads, kv_heads, n_q, bm)
-    args = (q, k, v, o, lse, *_kernel_strides(q, plan),
+    plan = launch.launch_plan(batch, heads, kv_heads, n_q, bm)
+    args = (q, k, v, o, lse, *launch.kernel_strides(q, plan),
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            *_kernel_strides(o, plan), plan.heads, plan.group_size, plan.n_q, n_kv,
+            *launch.kernel_strides(o, plan), plan.heads, plan.group_size, plan.n_q, n_kv,
             scale * LOG2E)
     consts = dict(CAUSAL=causal and not plan.packed,   # one decode row sees the whole cache
                   HEAD_DIM=head_dim, BLOCK_D=triton.next_power_of_2(head_dim),

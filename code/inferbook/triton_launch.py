@@ -8,7 +8,11 @@
 - `launch_plan(batch, heads, kv_heads, n_q, block_m)` -> how the kernel's grid covers the work
   (with a GQA group's decode queries packed into one Q tile).
 
+- `parse_capability(capability)` -> `(major, minor)` from (8, 0), 80 or "sm80".
+- `kernel_strides(t, plan)`, `autotune_pruner(capability)`: what the launch hands Triton.
+
 The kernel is `inferbook.triton_flash`; its ahead-of-time compile is `inferbook.triton_aot`.
+This module imports no Triton: the arithmetic of a launch can be read (and tested) without it.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import triton
 
 from . import validate
+from .arith import ceil_div
 from .hardware import GPUS
 
 __all__ = ["MIN_HEAD_DIM", "MAX_HEAD_DIM", "SUPPORTED_DTYPES", "SMEM_BYTES_PER_BLOCK",
            "TUNED_CAPABILITIES", "smem_limit_bytes", "launch_config", "autotune_configs",
-           "smem_estimate_bytes", "LaunchPlan", "launch_plan"]
+           "smem_estimate_bytes", "LaunchPlan", "launch_plan", "parse_capability",
+           "next_power_of_2", "kernel_strides", "autotune_pruner"]
 
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -66,7 +71,12 @@ _LAUNCH_TABLE: dict[tuple[int, int], dict[int, tuple[int, int, int, int]]] = {
 TUNED_CAPABILITIES = tuple(_LAUNCH_TABLE)
 
 
-def _capability(capability) -> tuple[int, int]:
+def next_power_of_2(n: int) -> int:
+    """Return the smallest power of two >= n (n >= 1), as `triton.next_power_of_2` does."""
+    return 1 << (validate.positive_int("n", n) - 1).bit_length()
+
+
+def parse_capability(capability) -> tuple[int, int]:
     """Return (major, minor) from (8, 0), 80 or "sm80"; ValueError otherwise."""
     if isinstance(capability, str) and capability.startswith("sm") and capability[2:].isdigit():
         capability = int(capability[2:])
@@ -86,7 +96,7 @@ def _tuned_for(capability) -> tuple[int, int]:
     nearest one below it (sm87 -> sm86); anything else from sm75 on uses the T4's choices,
     the most frugal ones.
     """
-    cc = _capability(capability)
+    cc = parse_capability(capability)
     if cc < (7, 5):
         raise ValueError(f"the kernel needs compute capability 7.5 or newer; got {cc}")
     same_major = [t for t in TUNED_CAPABILITIES if t[0] == cc[0] and t <= cc]
@@ -99,7 +109,7 @@ def smem_limit_bytes(capability) -> int:
     From `inferbook.hardware` (the smallest limit among the presets of that capability); a
     capability without a preset takes the limit of the architecture `launch_config` uses for it.
     """
-    cc = _capability(capability)
+    cc = parse_capability(capability)
     return SMEM_BYTES_PER_BLOCK.get(cc) or SMEM_BYTES_PER_BLOCK[_tuned_for(cc)]
 
 
@@ -126,10 +136,10 @@ def launch_config(head_dim: int, dtype: torch.dtype,
                          f"got {head_dim!r}")
     wide = _element_bytes(dtype) // 2          # 2 for float32: twice the bytes per element
     arch = _tuned_for(capability)
-    if dtype == torch.bfloat16 and _capability(capability) < (8, 0):
+    if dtype == torch.bfloat16 and parse_capability(capability) < (8, 0):
         raise ValueError(f"bfloat16 needs compute capability 8.0 or newer; got "
-                         f"{_capability(capability)} (use float16 on a T4)")
-    block_m, block_n, warps, stages = _LAUNCH_TABLE[arch][triton.next_power_of_2(head_dim)]
+                         f"{parse_capability(capability)} (use float16 on a T4)")
+    block_m, block_n, warps, stages = _LAUNCH_TABLE[arch][next_power_of_2(head_dim)]
     block_m = max(block_m // wide, 16)
     limit = smem_limit_bytes(capability)
     while smem_estimate_bytes(head_dim, dtype, block_m, block_n, warps, stages) > limit:
@@ -179,7 +189,7 @@ def smem_estimate_bytes(head_dim: int, dtype: torch.dtype, block_m: int, block_n
     for name, value in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps),
                         ("num_stages", num_stages)):
         validate.positive_int(name, value)
-    d = triton.next_power_of_2(head_dim)
+    d = next_power_of_2(head_dim)
     e = _element_bytes(dtype)
     tensor_cores = e * (2 * max(num_stages, 1) * block_n * d + block_m * d) + 2048
     fma = 4 * max((block_m + block_n) * d, block_m * block_n + max(block_m, block_n) * d)
@@ -219,21 +229,21 @@ def launch_plan(batch: int, heads: int, kv_heads: int, n_q: int, block_m: int) -
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     group = heads // kv_heads
     if n_q == 1 and group > 1:
-        bm = min(block_m, max(16, triton.next_power_of_2(group)))
-        return LaunchPlan(kv_heads, 1, group, bm, (triton.cdiv(group, bm), batch * kv_heads),
+        bm = min(block_m, max(16, next_power_of_2(group)))
+        return LaunchPlan(kv_heads, 1, group, bm, (ceil_div(group, bm), batch * kv_heads),
                           True)
-    return LaunchPlan(heads, group, n_q, block_m, (triton.cdiv(n_q, block_m), batch * heads),
+    return LaunchPlan(heads, group, n_q, block_m, (ceil_div(n_q, block_m), batch * heads),
                       False)
 
 
-def _kernel_strides(t: torch.Tensor, plan: LaunchPlan) -> tuple[int, int, int]:
+def kernel_strides(t: torch.Tensor, plan: LaunchPlan) -> tuple[int, int, int]:
     """Return (batch, head, row) strides of q or o as the kernel walks them under `plan`."""
     if plan.packed:   # rows are the group's heads; a "head" is a whole group
         return t.stride(0), plan.n_q * t.stride(1), t.stride(1)
     return t.stride(0), t.stride(1), t.stride(2)
 
 
-def _autotune_pruner(capability):
+def autotune_pruner(capability):
     """Return triton.autotune's early_config_prune: keep `autotune_configs`' choices only."""
     def prune(configs, named_args, **kwargs):
         head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))

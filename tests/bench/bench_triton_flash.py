@@ -112,7 +112,7 @@ def measure(fn, q, k, v, causal, reference):
     """Return a result row (without the shape fields) for one method on one shape."""
     import triton.testing
 
-    from inferbook.triton_flash import benchmark_flops
+    from inferbook.triton_plots import benchmark_flops
 
     batch, heads, n, d = q.shape
     try:
