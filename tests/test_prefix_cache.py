@@ -222,3 +222,19 @@ def test_a_duplicate_block_is_indexed_behind_the_first_and_serves_once_it_is_evi
     assert prefix.lookup([1] * 5) == [b]
     prefix.evict(b)
     assert prefix.lookup([1] * 5) == []
+
+
+def test_insert_from_a_start_block_chains_from_the_indexed_block_before_it():
+    cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
+    tokens = list(range(1, 13))  # 3 full blocks
+    cache.add_sequence("s")
+    cache.append_slots("s", 12)
+    table = cache.block_table("s")
+    with pytest.raises(ValueError, match="start_block=1: block .* not indexed"):
+        prefix.insert(tokens, table, start_block=1)
+    assert prefix.num_cached_blocks == 0  # refused: nothing indexed
+    assert prefix.insert(tokens[:4], table) == 1
+    assert prefix.insert(tokens, table, start_block=1) == 2
+    assert prefix.lookup(tokens + [0]) == table  # the same hashes as indexing all at once
+    with pytest.raises(ValueError, match="start_block"):
+        prefix.insert(tokens, table, start_block=4)

@@ -70,10 +70,14 @@ def _chain(parent_hash: int, block_bytes: bytes) -> int:
 def block_hashes(tokens: Sequence[int], block_size: int = 16) -> list[int]:
     """Return the chained hashes of the full blocks of `tokens` (len(tokens) // block_size of them)."""
     block_size = validate.positive_int("block_size", block_size)
-    tokens = validate.int_list("tokens", tokens, minimum=0)
-    data = np.asarray(tokens, dtype=np.int64).tobytes()  # (checked once, sliced per block)
+    return _chained(ROOT_HASH, validate.int_list("tokens", tokens, minimum=0), block_size)
+
+
+def _chained(parent: int, tokens: list[int], block_size: int) -> list[int]:
+    """Return the chained hashes of the full blocks of checked `tokens`, after `parent`."""
+    data = np.asarray(tokens, dtype=np.int64).tobytes()  # (converted once, sliced per block)
     width = 8 * block_size
-    hashes, parent = [], ROOT_HASH
+    hashes = []
     for start in range(0, len(tokens) - block_size + 1, block_size):
         parent = _chain(parent, data[8 * start:8 * start + width])
         hashes.append(parent)
@@ -152,19 +156,29 @@ class PrefixCache:
         self.hit_tokens += len(blocks) * self.block_size
         return blocks
 
-    def insert(self, tokens: Sequence[int], block_table: Sequence[int]) -> int:
+    def insert(self, tokens: Sequence[int], block_table: Sequence[int], start_block: int = 0) -> int:
         """Index the full blocks of a sequence holding `tokens` in `block_table`; return how many are new.
 
         A block already indexed under its hash is skipped (a prefix hit, or indexed earlier). A
         second block with the same hash (another request filled one with the same prefix) is
         indexed too, behind the first, as vLLM does: block tables stay append-only, and the
-        duplicate still serves hits once the first is evicted.
+        duplicate still serves hits once the first is evicted. `start_block`: index only the
+        blocks from that one on, chaining from the hash of the indexed block before it (a
+        growing sequence hashes each block once, as vLLM's requests keep their block hashes).
         """
-        hashes = block_hashes(tokens, self.block_size)
+        bs = self.block_size
         block_table = validate.block_table("block_table", block_table, self.allocator.num_blocks)
-        if len(block_table) < len(hashes):
-            raise ValueError(f"{len(tokens)} tokens fill {len(hashes)} blocks but the table has {len(block_table)}")
-        fresh = [(h, b) for h, b in zip(hashes, block_table) if self._hash_of.get(b) != h]
+        start = validate.integer("start_block", start_block, 0, len(block_table))
+        parent = ROOT_HASH if start == 0 else self._hash_of.get(block_table[start - 1])
+        if parent is None:
+            raise ValueError(f"start_block={start}: block {block_table[start - 1]} before it is not "
+                             "indexed, so there is no hash to chain the later blocks to")
+        rest = validate.int_list("tokens", tokens[start * bs:] if start else tokens, minimum=0)
+        hashes = _chained(parent, rest, bs)
+        if len(block_table) < start + len(hashes):
+            raise ValueError(f"{start * bs + len(rest)} tokens fill {start + len(hashes)} blocks but the "
+                             f"table has {len(block_table)}")
+        fresh = [(h, b) for h, b in zip(hashes, block_table[start:]) if self._hash_of.get(b) != h]
         taken = [b for _, b in fresh if b in self._hash_of]
         if taken:  # refuse before indexing anything
             raise ValueError(f"block(s) {taken} are already cached under another prefix")

@@ -278,7 +278,8 @@ class Scheduler:
         # (the blocks before num_computed were indexed by the steps that filled them, or are hits)
         bs = self.cache.block_size
         if self.prefix_cache is not None and filled // bs > seq.num_computed // bs:
-            self.prefix_cache.insert(seq.tokens[:filled], self.cache.block_table(seq.seq_id))
+            self.prefix_cache.insert(seq.tokens[:filled], self.cache.block_table(seq.seq_id),
+                                     start_block=seq.num_computed // bs)
 
     def _cached_prefix(self, seq: Sequence) -> list[int]:
         if self.prefix_cache is None:
