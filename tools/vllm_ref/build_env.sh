@@ -14,7 +14,7 @@ VENV=${1:-.venv-vllm}
 PYTHON=${2:-python3}
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REQS="$HERE/requirements.txt"
-PINS="$(grep -v '^#' "$REQS" | grep -v '^$' | tr '\n' ' ')"
+PINS="$(grep -v '^#' "$REQS" | grep -v '^$' | paste -sd' ')"
 LOG="$VENV/build.log"
 
 fail() { echo "make vllm: $*" >&2; exit 1; }
@@ -43,7 +43,7 @@ PY
 }
 
 if holds_pins; then
-  echo "make vllm: $VENV already holds $PINS(re-used)"
+  echo "make vllm: $VENV already holds $PINS (re-used)"
 else
   command -v "$PYTHON" >/dev/null 2>&1 || fail "no $PYTHON on PATH (vLLM's environment needs Python 3.10-3.13)"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV" || fail "could not create $VENV with $PYTHON -m venv"
