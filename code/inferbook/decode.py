@@ -32,7 +32,7 @@ class GenerationResult:
 
 
 def _check(prompt: torch.Tensor, new_tokens: int, model: GPT) -> int:
-    validate.gpt_model("model", model)
+    validate.instance_of("model", model, GPT)
     validate.token_tensor("prompt", prompt, model.config.vocab_size)
     new_tokens = validate.positive_int("new_tokens", new_tokens)
     if prompt.shape[1] + new_tokens > model.config.n_positions:

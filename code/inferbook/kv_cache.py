@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from . import validate
-from .gpt import causal_attention
+from .gpt import GPTConfig, causal_attention
 
 
 class CacheStep:
@@ -69,7 +69,7 @@ class KVCache:
     @classmethod
     def for_model(cls, config, batch: int, max_len: int, dtype=torch.float32, device="cpu"):
         """Return a cache shaped for a `gpt.GPTConfig`."""
-        validate.gpt_config("config", config)
+        validate.instance_of("config", config, GPTConfig)
         return cls(config.n_layer, batch, config.n_head, max_len, config.head_dim, dtype, device)
 
     def begin_step(self, pos: int, n: int) -> CacheStep:
@@ -139,7 +139,7 @@ class ConcatKVCache:
     @classmethod
     def for_model(cls, config, batch: int = 1, max_len: int = 0, dtype=None, device=None):
         """Return a cache for a `gpt.GPTConfig` (batch, max_len, dtype, device are not needed)."""
-        return cls(validate.gpt_config("config", config).n_layer)
+        return cls(validate.instance_of("config", config, GPTConfig).n_layer)
 
     @property
     def batch(self) -> int | None:

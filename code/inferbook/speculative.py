@@ -147,7 +147,7 @@ class SpeculativeResult:
 
 def _check_models(target: GPT, draft: GPT, prompt: torch.Tensor, new_tokens: int, k: int,
                   temperature: float) -> None:
-    validate.gpt_model("target", target), validate.gpt_model("draft", draft)
+    validate.instance_of("target", target, GPT), validate.instance_of("draft", draft, GPT)
     validate.token_tensor("prompt", prompt, min(target.config.vocab_size, draft.config.vocab_size))
     if prompt.shape[0] != 1:
         raise ValueError(f"prompt must be [1, t] (one sequence), got shape {tuple(prompt.shape)}")
@@ -219,7 +219,7 @@ def sample_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, temperatu
 
     The baseline speculative decoding must match in distribution (and, at temperature 0, exactly).
     """
-    validate.gpt_model("model", model)
+    validate.instance_of("model", model, GPT)
     _check_models(model, model, prompt, new_tokens, 0, temperature)
     new_tokens, temperature = int(new_tokens), float(temperature)
     total = prompt.shape[1] + new_tokens

@@ -141,7 +141,7 @@ def load(name: str, dtype: torch.dtype = torch.float32) -> GPT:
 def train(config: GPTConfig, tokens: torch.Tensor, steps: int, batch: int, seq_len: int,
           lr: float = 3e-3, seed: int = 0, log_every: int = 100) -> tuple[GPT, list[float]]:
     """Return a model trained by AdamW (cosine schedule) on random windows of `tokens`, and its losses."""
-    validate.gpt_config("config", config)
+    validate.instance_of("config", config, GPTConfig)
     steps = validate.integer("steps", steps, 1, 10**7)
     batch = validate.integer("batch", batch, 1, 2**16)
     seq_len = validate.integer("seq_len", seq_len, 1, config.n_positions)

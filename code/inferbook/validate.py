@@ -213,21 +213,20 @@ def torch_dtype(name: str, value) -> "torch.dtype":
     return value
 
 
-def gpt_model(name: str, value):
-    """Return `value`; raise unless it is an `inferbook.gpt.GPT` (something with a GPT config)."""
-    from .gpt import GPT
-
-    if not isinstance(value, GPT):
-        raise ArgumentTypeError(f"{name} must be an inferbook.gpt.GPT model, got {type(value).__name__}")
+def instance_of(name: str, value, types: type | tuple[type, ...]):
+    """Return `value`; raise unless it is an instance of `types` (a class or a tuple of them)."""
+    if not isinstance(value, types):
+        wanted = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        raise ArgumentTypeError(f"{name} must be a {wanted}, got {type(value).__name__}")
     return value
 
 
-def gpt_config(name: str, value):
-    """Return `value`; raise unless it is an `inferbook.gpt.GPTConfig`."""
-    from .gpt import GPTConfig
-
-    if not isinstance(value, GPTConfig):
-        raise ArgumentTypeError(f"{name} must be an inferbook.gpt.GPTConfig, got {type(value).__name__}")
+def has_attributes(name: str, value, attributes: tuple[str, ...], what: str):
+    """Return `value`; raise unless it has every one of `attributes` (`what` names the kind)."""
+    missing = [a for a in attributes if not hasattr(value, a)]
+    if missing:
+        raise ArgumentTypeError(f"{name} must be {what} (it needs {', '.join(missing)}), "
+                                f"got {type(value).__name__}")
     return value
 
 
