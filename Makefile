@@ -56,7 +56,7 @@ lab: $(STAMP)
 # (code run afresh, saved outputs ignored; ends with a report per part of the notebook).
 grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/exercises/<exercise>.ipynb"; exit 2; }
-	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -p inferbook.grading --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NB)
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -p inferbook.grading_pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NB)
 
 # On a machine with a CUDA GPU: the Triton kernel's tests run natively, then the benchmark writes
 # outputs/benchmarks/flash_triton_<gpu>.json and prints the ratio table (GPU_CHECK_ARGS=--quick).

@@ -22,7 +22,7 @@ SOLUTIONS = ROOT / "notebooks" / "solutions"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # The documented command, minus the notebook path (README, book/how_to_use.md, every exercise).
-GRADE_ARGS = ["-p", "inferbook.grading", "--nbval-lax", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+GRADE_ARGS = ["-p", "inferbook.grading_pytest", "--nbval-lax", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
 GRADE_COMMAND = ".venv/bin/pytest " + " ".join(GRADE_ARGS)
 
 
@@ -126,7 +126,7 @@ def variant(name: str, where: Path, replacements: dict[str, str] | None = None, 
     return out
 
 
-def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int = 600,
+def grade_with_pytest(paths: list[Path], exitfirst: bool = False, timeout: int = 1800,
                       stop_per_notebook: bool = False, cell_timeout: float | None = None) -> tuple[list[Report], str]:
     """Run the documented grading command on `paths` in one pytest process (`-x` if asked;
     stop_per_notebook: each notebook stops at its first failed cell, as `-x` would for it alone).

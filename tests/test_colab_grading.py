@@ -17,7 +17,7 @@ import pytest
 from grading_cases import ALTERNATIVES, NOTEBOOK_CASES, WRONG
 from grading_helpers import EXERCISES, ROOT, grade_with_pytest, variant
 
-from inferbook import grading
+from inferbook import grading, grading_plan
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _in_tab(monkeypatch, path):
 
 def _verdict(report):
     """{part title: status} and the first failed check, from either kind of report."""
-    if isinstance(report, grading.GradeReport):
+    if isinstance(report, grading_plan.GradeReport):
         parts = [(p.title, p.status, p.message) for p in report.parts]
     else:
         parts = [(t, s.lower(), m) for t, s, m in report.parts]

@@ -215,9 +215,9 @@ def test_every_exercise_has_notebook_cases():
 
 
 def test_check_cells_of_the_book_ship_with_the_package():
-    from inferbook import grading
+    from inferbook import grading_plan
 
-    book = grading.pristine_exercises()
+    book = grading_plan.pristine_exercises()
     for name in NAMES:
         assert name in book, f"run tools/make_exercises.py {name}"
         nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from inferbook import grading
+from inferbook import grading, grading_plan
 from inferbook.grading import ExerciseCheckFailed, check, check_allclose, check_close, check_equal, part
 
 
@@ -89,11 +89,11 @@ def test_report_names_parts_from_headings():
     ]
     text = "Traceback ...\n  raise ExerciseCheckFailed(f\"CHECK FAILED [{_label(name)}]: {m}\")\n" \
            "ExerciseCheckFailed: CHECK FAILED [Part 1/x]: expected 1, got 2."
-    message = grading.failure_message(text)
+    message = grading_plan.failure_message(text)
     assert message == "CHECK FAILED [Part 1/x]: expected 1, got 2."
-    assert grading.failure_message("foo\nSyntaxError: invalid syntax", is_answer=True) == \
+    assert grading_plan.failure_message("foo\nSyntaxError: invalid syntax", is_answer=True) == \
         "your answer cell raised SyntaxError: invalid syntax"
-    report = grading.build_report("nb", cells, {1: ("pass", ""), 3: ("pass", ""), 4: ("fail", message), 6: ("not run", "")})
+    report = grading_plan.build_report("nb", cells, {1: ("pass", ""), 3: ("pass", ""), 4: ("fail", message), 6: ("not run", "")})
     assert [(p.title, p.status) for p in report.parts] == [("Part 1 — one", "fail"), ("Part 2 — two", "not run")]
     assert "0 of 2 parts pass." in str(report) and "Cell" not in str(report)
 
@@ -139,7 +139,7 @@ def test_without_makes_package_code_unavailable_to_the_learner(monkeypatch):
     source = "def mine(n):\n    return ceil_div(n, 2)\n"
     answer_cell = {"ceil_div": ceil_div}
     exec(compile(source, "<answer a>", "exec"), answer_cell)
-    monkeypatch.setattr(grading, "_RUN", [{"student_files": {"<answer a>"}}])
+    monkeypatch.setattr(grading.STATE, "student_files", {"<answer a>"})
     with pytest.raises(ExerciseCheckFailed, match=r"^CHECK FAILED \[Part 1/your own code\]: mine calls the "
                                                   r"package's inferbook.arith.ceil_div"):
         with part(1, without=["inferbook.arith.ceil_div"]):

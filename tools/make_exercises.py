@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 EXERCISES = ROOT / "notebooks" / "exercises"
 DATA = ROOT / "code" / "inferbook" / "data"
+HASHES = ROOT / "code" / "inferbook" / "exercise_hashes.py"
 STUB = 'raise NotImplementedError("your answer here")'
 SOLUTION_TITLE = "# Solution to Exercise "
 
@@ -165,7 +167,20 @@ def expected_exercises(names: list[str] | None = None) -> dict[Path, str]:
         out[EXERCISES / p.name] = dumps(exercise)
         out[DATA / f"exercise_{p.stem}.json"] = json.dumps(book_copy(p.stem, exercise), indent=1,
                                                            ensure_ascii=False) + "\n"
+    if not names:
+        out[HASHES] = hashes_module({path.stem.removeprefix("exercise_"): text for path, text in out.items()
+                                     if path.parent == DATA})
     return out
+
+
+def hashes_module(copies: dict[str, str]) -> str:
+    """The text of inferbook/exercise_hashes.py: the SHA-256 of each exercise's book copy, which
+    the grader checks before it trusts the copy."""
+    lines = ['"""SHA-256 of each exercise\'s check data (inferbook/data/exercise_<name>.json), written by',
+             'tools/make_exercises.py; the grader refuses a copy whose hash differs."""', "",
+             "EXERCISE_SHA256 = {"]
+    lines += [f'    "{name}": "{hashlib.sha256(text.encode("utf-8")).hexdigest()}",' for name, text in sorted(copies.items())]
+    return "\n".join(lines + ["}", ""])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check and stale:
         print("out of date (run tools/make_exercises.py):", *[str(p.relative_to(ROOT)) for p in stale])
         return 1
-    print(("checked " if args.check else "wrote ") + f"{len(expected) // 2} exercises")
+    print(("checked " if args.check else "wrote ") + f"{sum(p.parent == DATA for p in expected)} exercises")
     return 0
 
 

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -38,14 +37,15 @@ import numpy as np
 import torch
 
 from . import validate
-from .grading import _fail, check
+from .grading import check, fail, fresh_seed
 
 FLOOR = {torch.float32: 1e-6, torch.float16: 1e-3}
 
 
 def fresh_generator() -> torch.Generator:
-    """Return a CPU generator seeded from the operating system: new values on every run."""
-    return torch.Generator().manual_seed(secrets.randbits(62))
+    """Return a CPU generator seeded afresh on every run (while grading, from seeds drawn before
+    any of the learner's code ran)."""
+    return torch.Generator().manual_seed(fresh_seed() >> 2)
 
 
 def attention_inputs(batch: int, heads: int, kv_heads: int, n_q: int, n_kv: int, head_dim: int,
@@ -115,7 +115,7 @@ def check_attention(name: str, o: torch.Tensor, lse: torch.Tensor, q: torch.Tens
     for what, t, shape in (("O", o, tuple(q.shape)), ("the logsumexp", lse, tuple(q.shape[:3]))):
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape:
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            _fail(name, f"expected {what} of shape {shape}, got {got}")
+            fail(name, f"expected {what} of shape {shape}, got {got}")
     if rows is not None:
         if not causal:
             raise ValueError("rows needs causal=True (the first rows see only the first keys)")
@@ -140,7 +140,7 @@ def check_attention(name: str, o: torch.Tensor, lse: torch.Tensor, q: torch.Tens
         allowed = 2 * base_err + floor
         if not err <= allowed:
             found = "NaN or inf" if math.isinf(err) else f"an error of {err:.2e}"
-            _fail(name, f"{what} has {found}{_where(index)} against the float64 reference; "
+            fail(name, f"{what} has {found}{_where(index)} against the float64 reference; "
                         f"the rule allows {allowed:.1e} (twice the plain {str(q.dtype)[6:]} "
                         f"computation's error + {floor:.1e}). {hint}".rstrip())
     check(name, True, "")
@@ -206,7 +206,7 @@ def package_references(fn) -> list[str]:
 def check_own_kernel(name: str, fn) -> None:
     """Named check: `fn` is a Triton function written here, using nothing of `inferbook`."""
     if not _is_triton_function(fn):
-        _fail(name, f"expected a function decorated with @triton.jit, got "
+        fail(name, f"expected a function decorated with @triton.jit, got "
                     f"{type(fn).__name__}")
     py = _python_function(fn)
     try:
@@ -214,10 +214,10 @@ def check_own_kernel(name: str, fn) -> None:
     except (OSError, TypeError):
         source = ""
     if re.search(r"raise\s+NotImplementedError", source):
-        _fail("answer written", f"{py.__name__} is not written yet (it raises NotImplementedError)")
+        fail("answer written", f"{py.__name__} is not written yet (it raises NotImplementedError)")
     used = package_references(fn)
     if used:
-        _fail(name, "the kernel must be your own; it uses the book's package: "
+        fail(name, "the kernel must be your own; it uses the book's package: "
                     + ", ".join(used))
     check(name, True, "")
 
