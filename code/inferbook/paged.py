@@ -115,7 +115,7 @@ class PagedKVCache:
     @classmethod
     def for_model(cls, config, num_blocks: int, block_size: int = 16, dtype=torch.float32, device="cpu"):
         """Return a cache (with its own allocator) shaped for a `gpt.GPTConfig` (MHA: kv heads = heads)."""
-        validate.gpt_config("config", config)
+        validate.has_attributes("config", config, ("n_layer", "n_head", "head_dim"), "a gpt.GPTConfig")
         return cls(BlockAllocator(num_blocks, block_size), config.n_layer, config.n_head,
                    config.head_dim, dtype, device)
 
@@ -265,6 +265,9 @@ class _Group:
         self.context_lens = [starts[b] + lengths[b] for b in members]
 
 
+GROUP_ROWS = 8  # sequences per padded attention call (see PagedContext)
+
+
 class PagedContext:
     """The attention context of one step through a `PagedKVCache` (the model's seam; see `gpt`).
 
@@ -313,9 +316,14 @@ class PagedContext:
         for n in lengths:
             offsets.append(offsets[-1] + n)
         self.last_index = torch.tensor(offsets[1:]) - 1
-        decodes = [b for b, n in enumerate(lengths) if n == 1]
-        prefills = [b for b, n in enumerate(lengths) if n > 1]
-        self.groups = [_Group(m, offsets, tables, starts, lengths, bs) for m in (decodes, prefills) if m]
+        # Decodes apart from prefill chunks; within each kind, sequences sorted by context length
+        # and cut into groups of GROUP_ROWS, so each group pads its keys only to its own longest.
+        self.groups = []
+        for decode in (True, False):
+            kind = sorted((b for b, n in enumerate(lengths) if (n == 1) == decode),
+                          key=lambda b: starts[b] + lengths[b])
+            self.groups += [_Group(kind[i:i + GROUP_ROWS], offsets, tables, starts, lengths, bs)
+                            for i in range(0, len(kind), GROUP_ROWS)]
         device = cache.k_pool[0].device
         if device.type != "cpu":  # built on the CPU (a few dozen integers), used where the cache is
             self.slot_mapping, self.positions, self.last_index = (
@@ -348,7 +356,9 @@ class PagedContext:
         heads, kv_heads = q.shape[1], k.shape[1]
         k_flat = cache.k_pool[layer].view(-1, kv_heads, d)  # [num_blocks * block_size, H_kv, d]
         v_flat = cache.v_pool[layer].view(-1, kv_heads, d)
-        y = None if len(self.groups) == 1 and self.groups[0].q_max == 1 else torch.empty_like(q)
+        in_order = len(self.groups) == 1 and self.groups[0].q_max == 1 and bool(
+            (self.groups[0].token_index == torch.arange(q.shape[0], device=q.device)).all())
+        y = None if in_order else torch.empty_like(q)
         for g in self.groups:
             if g.q_max == 1 and decode_backend(q.device, q.dtype) == "triton":
                 # on a GPU: the Triton paged decode kernel reads the pages itself
