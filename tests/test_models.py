@@ -291,8 +291,11 @@ def test_gemma3_pattern_tied_embeddings_and_text_config():
     assert windows.count(None) == 8 and windows[5] is None and windows[0] == 1024
     assert spec.tie_word_embeddings                        # Gemma ties unless it says otherwise
     wrapped = {"model_type": "gemma3", "text_config": GEMMA3_TEXT,
-               "vision_config": {"hidden_size": 1152, "intermediate_size": 4304,
-                                 "num_hidden_layers": 27}}
+               # huggingface.co/google/gemma-3-12b-it/blob/main/config.json (vision_config)
+               "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                                 "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                                 "num_hidden_layers": 27, "patch_size": 14,
+                                 "vision_use_head": False}}
     mm = ModelSpec.from_hf_config(wrapped, name="gemma-3-12b-it")
     assert mm.layer_windows == windows and mm.vision_params > 0.35e9   # SigLIP-So400m ~0.4B
     assert mm.n_params == spec.n_params + mm.vision_params
@@ -392,3 +395,105 @@ def test_param_count_checks_its_arguments():
         param_count(model("Mixtral-8x7B"), active_only="yes")
     with pytest.raises(TypeError, match="from_hf_config"):
         param_count(HF_CONFIGS["Llama-3.1-8B"])
+
+
+# ---------------------------------------------------------------------------------------------
+# configs counted against transformers' own models (built on the meta device: no weights)
+
+def _hf_count(model_cls, config) -> int:
+    torch = pytest.importorskip("torch")
+    with torch.device("meta"):
+        m = model_cls(config)
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_gpt2_field_names_are_read_and_sized_exactly():
+    transformers = pytest.importorskip("transformers")
+    small = transformers.GPT2Config()                       # GPT-2 small, the book's model
+    spec = ModelSpec.from_hf_config(small.to_dict(), name="gpt2")
+    assert (spec.num_hidden_layers, spec.hidden_size, spec.num_attention_heads,
+            spec.max_position_embeddings, spec.intermediate_size) == (12, 768, 12, 1024, 3072)
+    # the model page's 124M: 124,439,808 tensors with the LM head tied to the embedding
+    assert spec.n_params == _hf_count(transformers.GPT2LMHeadModel, small) == 124_439_808
+    for kw in (dict(n_layer=3, n_embd=96, n_head=6, n_positions=64, n_inner=200, vocab_size=301),
+               dict(n_layer=2, n_embd=64, n_head=4, n_positions=32, n_inner=None, vocab_size=97)):
+        cfg = transformers.GPT2Config(**kw)
+        assert ModelSpec.from_hf_config(cfg.to_dict()).n_params == \
+            _hf_count(transformers.GPT2LMHeadModel, cfg)
+    # GPT-2's names on an architecture that is not laid out like GPT-2: refused, named
+    with pytest.raises(ValueError, match="model_type.*gptj.*n_embd"):
+        ModelSpec.from_hf_config({"model_type": "gptj", "n_layer": 2, "n_embd": 64, "n_head": 4,
+                                  "n_positions": 32, "vocab_size": 100})
+
+
+def _llama4(transformers, text=None, vision=None):
+    return transformers.Llama4Config(text_config=text, vision_config=vision)
+
+
+def test_llama4_chunked_attention_shared_expert_and_vision_tower_exactly():
+    transformers = pytest.importorskip("transformers")
+    scout = _llama4(transformers)                          # transformers' defaults: Scout
+    spec = ModelSpec.from_hf_config(scout.to_dict())
+    assert spec.n_params == _hf_count(transformers.Llama4ForConditionalGeneration, scout)
+    assert spec.n_shared_experts == 1 and spec.n_moe_layers == 48
+    assert 17e9 <= spec.n_active_params <= 17.7e9          # published: 17B active
+    # every 4th layer is a global NoPE layer; the others attend within 8,192-token chunks
+    assert spec.local_attention == "chunked"
+    assert spec.layer_windows.count(None) == 12 and spec.layer_windows[0] == 8192
+    from inferbook.sizing import kv_bytes
+    all_global = dataclasses.replace(spec, sliding_window=None, sliding_window_layers="none")
+    ratio = kv_bytes(all_global, 2**20) / kv_bytes(spec, 2**20)
+    assert ratio == pytest.approx(48 / (12 + 36 * 8192 / 2**20))   # ~3.6x less than all-global
+    # a Maverick-like interleave (MoE every 2nd layer, dense layers intermediate_size_mlp wide)
+    text = dict(interleave_moe_layer_step=2, num_local_experts=4, num_hidden_layers=4,
+                hidden_size=256, intermediate_size=128, intermediate_size_mlp=512,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=1000)
+    vision = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                  num_attention_heads=4, image_size=56, patch_size=14, vision_output_dim=96,
+                  projector_input_dim=80, projector_output_dim=80)
+    small = _llama4(transformers, text, vision)
+    s = ModelSpec.from_hf_config(small.to_dict())
+    assert s.moe_layer_flags == (False, True, False, True)
+    assert s.n_params == _hf_count(transformers.Llama4ForConditionalGeneration, small)
+    with pytest.raises(ValueError, match="moe_layers"):
+        ModelSpec.from_hf_config(dict(small.to_dict()["text_config"], moe_layers=[9]))
+
+
+@pytest.mark.parametrize("kind", ["qwen2_5_vl", "gemma3", "llava", "mistral3"])
+def test_vision_towers_gated_mlps_patch_embedding_and_projector_exactly(kind):
+    T = pytest.importorskip("transformers")
+    text = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=500, max_position_embeddings=256)
+    tower = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                 num_attention_heads=4, image_size=56, patch_size=14)
+    cls, cfg = {
+        "qwen2_5_vl": lambda: (T.Qwen2_5_VLForConditionalGeneration, T.Qwen2_5_VLConfig(
+            text_config=dict(text, model_type="qwen2_5_vl_text"),
+            vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=4,
+                               out_hidden_size=64, patch_size=14, spatial_merge_size=2,
+                               temporal_patch_size=2, in_channels=3))),
+        "gemma3": lambda: (T.Gemma3ForConditionalGeneration, T.Gemma3Config(
+            text_config=dict(text, head_dim=16, model_type="gemma3_text"),
+            vision_config=dict(tower, model_type="siglip_vision_model"), mm_tokens_per_image=4)),
+        "llava": lambda: (T.LlavaForConditionalGeneration, T.LlavaConfig(
+            text_config=dict(text, model_type="llama"),
+            vision_config=dict(tower, model_type="clip_vision_model", projection_dim=16))),
+        "mistral3": lambda: (T.Mistral3ForConditionalGeneration, T.Mistral3Config(
+            text_config=dict(text, model_type="mistral", head_dim=16, tie_word_embeddings=False),
+            vision_config=dict(tower, model_type="pixtral", head_dim=8),
+            tie_word_embeddings=False)),
+    }[kind]()
+    spec = ModelSpec.from_hf_config(cfg.to_dict())
+    assert spec.vision_params > 0 and spec.n_params == _hf_count(cls, cfg)
+
+
+def test_unknown_vision_tower_and_bad_vision_fields_are_refused_by_name():
+    base = {"model_type": "llava", "text_config": HF_CONFIGS["Llama-3.1-8B"]}
+    with pytest.raises(ValueError, match="vision_config.model_type.*'mystery'"):
+        ModelSpec.from_hf_config(dict(base, vision_config={"model_type": "mystery"}))
+    with pytest.raises(ValueError, match="vision_config.patch_size"):
+        ModelSpec.from_hf_config(dict(base, vision_config={
+            "model_type": "clip_vision_model", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "image_size": 56, "patch_size": 0}))
+    with pytest.raises(ValueError, match="vision_config"):
+        ModelSpec.from_hf_config({**HF_CONFIGS["Llama-3.1-8B"], "vision_config": {}})

@@ -26,8 +26,8 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
         return
     tp, pp = p.tensor_parallel, p.pipeline_parallel
     assert p.weight_bytes_total == sizing.weight_bytes(spec, p.weight_dtype)
-    assert p.memory.weight_bytes == sizing.weight_bytes_per_gpu(spec, tp, p.weight_dtype,
-                                                                pipeline_parallel=pp)
+    assert p.memory.weight_bytes == sizing.weight_bytes_per_gpu(
+        spec, tp, p.weight_dtype, pipeline_parallel=pp) + vllm_memory.vllm_replicated_bytes(spec, tp)
     assert p.kv_bytes_per_sequence == sizing.kv_bytes_per_gpu(
         spec, tp, ctx, 1, p.kv_dtype, pipeline_parallel=pp,
         window_extra_tokens=lay.window_extra_tokens, block_size=16)
@@ -36,9 +36,11 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
     runtime = vllm_memory.vllm_runtime_memory(
         spec, tp, max_num_batched_tokens=p.max_num_batched_tokens, max_num_seqs=p.max_num_seqs,
         gpu=p.gpu)
-    budget = sizing.memory_budget(spec, p.gpu, tp, p.weight_dtype,
-                                  gpu_memory_utilization=p.gpu_memory_utilization,
-                                  runtime=runtime, pipeline_parallel=pp)
+    budget = vllm_memory.vllm_memory_budget(
+        spec, p.gpu, tp, gpu_memory_utilization=p.gpu_memory_utilization,
+        weight_dtype=p.weight_dtype, max_num_batched_tokens=p.max_num_batched_tokens,
+        max_num_seqs=p.max_num_seqs, pipeline_parallel=pp)
+    assert budget.runtime == runtime
     assert p.memory == budget
     assert p.seqs_at_typical == sizing.sequences_that_fit(
         budget.kv_budget_bytes, spec, tp, ctx // 2, p.kv_dtype, pipeline_parallel=pp,
@@ -47,7 +49,8 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
         # sizing's own fit check agrees once given the same budget terms
         report = sizing.fits(spec, p.gpu, tp, ctx, 1, p.kv_dtype, p.weight_dtype,
                              1 - p.gpu_memory_utilization, runtime=runtime)
-        assert report.weight_bytes_per_gpu == p.memory.weight_bytes
+        assert report.weight_bytes_per_gpu + vllm_memory.vllm_replicated_bytes(spec, tp) == \
+            p.memory.weight_bytes
         assert report.kv_bytes_per_gpu == sizing.kv_bytes_per_gpu(spec, tp, ctx, 1, p.kv_dtype)
         if spec.sliding_window is None:
             assert report.fits

@@ -27,7 +27,7 @@ from inferbook.models import MODELS
 def _model(spec) -> dict:
     # layers grouped by window: [[window or None, how many layers], ...] in first-seen order
     windows = Counter(spec.layer_windows)
-    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace if spec.is_moe else 0
+    moe_layers = spec.n_moe_layers
     return {
         "attention": spec.attention,
         "is_moe": spec.is_moe,

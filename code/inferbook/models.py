@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import checkpoint_format, vision_towers
 
 CHECKPOINT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "w4a16", "mxfp4")
 
@@ -85,8 +86,23 @@ class ModelSpec:
     # "awq" (AWQ/GPTQ 4-bit, group 128), "w4a16" (compressed-tensors 4-bit) or "mxfp4" (gpt-oss:
     # routed experts only); sizing.weight_bytes's default
     checkpoint_dtype: str = "bf16"
-    # parameters outside the language model the checkpoint also loads (a vision tower)
+    # parameters outside the language model the checkpoint also loads (a vision tower, its
+    # patch embedding and the projector into the language model)
     vision_params: int = 0
+    # GPT-2-style layers: LayerNorm with a bias, a plain (not gated) MLP with biases, a bias on
+    # the attention output, learned absolute positions (rows of the position embedding)
+    mlp_gated: bool = True
+    mlp_bias: bool = False
+    attention_out_bias: bool = False
+    norm_bias: bool = False
+    learned_positions: int = 0
+    qk_norm: bool = False            # an RMSNorm over each head's q and k (Qwen3, Gemma-3)
+    # what the windowed layers do: "sliding" (a window that moves with each token) or "chunked"
+    # (Llama-4's chunked local attention: a token attends within its chunk of `sliding_window`
+    # tokens, so such a layer caches at most that many)
+    local_attention: str = "sliding"
+    # one bool per layer, True where the layer is MoE ((): all but the first_k_dense_replace)
+    moe_layer_flags: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         for field in ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -134,7 +150,19 @@ class ModelSpec:
         if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
             raise ValueError(f"{self.name}: checkpoint_dtype must be one of "
                              f"{', '.join(CHECKPOINT_DTYPES)}, got {self.checkpoint_dtype!r}")
-        for field in ("chat_max_position_embeddings", "vision_params"):
+        if self.local_attention not in ("sliding", "chunked"):
+            raise ValueError(f"{self.name}: local_attention must be 'sliding' or 'chunked', got "
+                             f"{self.local_attention!r}")
+        for field in ("mlp_gated", "mlp_bias", "attention_out_bias", "norm_bias", "qk_norm"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(f"{self.name}: {field} must be True or False, got "
+                                 f"{getattr(self, field)!r}")
+        flags = self.moe_layer_flags
+        if flags and (len(flags) != self.num_hidden_layers
+                      or not all(isinstance(b, bool) for b in flags)):
+            raise ValueError(f"{self.name}: moe_layer_flags needs one bool per layer "
+                             f"({self.num_hidden_layers}), got {flags!r}"[:300])
+        for field in ("chat_max_position_embeddings", "vision_params", "learned_positions"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{self.name}: {field} must be an int >= 0, got {value!r}")
@@ -145,33 +173,28 @@ class ModelSpec:
         return self.chat_max_position_embeddings or self.max_position_embeddings
 
     @classmethod
-    def from_hf_config(cls, config: dict | str | Path, name: str | None = None) -> "ModelSpec":
+    def from_hf_config(cls, config: dict | str | Path, name: str | None = None) -> ModelSpec:
         """Return the spec of a Hugging Face `config.json` (a dict, a file, or a folder holding one).
 
-        Reads the Llama, Mistral, Qwen2/2.5/3, Qwen3-MoE, Gemma-2/3, Phi-3, Mixtral, gpt-oss and
-        DeepSeek-V2/V3 field names (and any config that uses the same keys):
+        Reads the keys as transformers defines them, for Llama(-4), Mistral, Qwen2/2.5/3(-MoE),
+        Gemma-2/3, Phi-3, Mixtral, gpt-oss, DeepSeek-V2/V3 and GPT-2 (`n_layer`, `n_embd`,
+        `n_head`, `n_positions`, `n_inner`: LayerNorm with biases, a plain MLP, learned
+        positions, tied embeddings):
 
-        * sliding windows from `layer_types` ("sliding_attention" / "full_attention"), Gemma-3's
-          `sliding_window_pattern` (every N-th layer global), `use_sliding_window` /
-          `max_window_layers` (Qwen2) or the family's pattern (Gemma-2: even layers);
-        * MLA from `kv_lora_rank`;
-        * experts from `num_experts` (Qwen-MoE), `num_local_experts` (Mixtral, gpt-oss) or
-          `n_routed_experts` (DeepSeek), expert width from `moe_intermediate_size` (else
-          `intermediate_size`), shared experts from `n_shared_experts` or Qwen's
-          `shared_expert_intermediate_size`, dense layers from `first_k_dense_replace` or a
-          leading `mlp_only_layers`;
-        * tied embeddings from `tie_word_embeddings` (Gemma: tied unless it says otherwise);
-        * the stored weight format from `quantization_config` (fp8, AWQ/GPTQ/compressed-tensors
-          4- and 8-bit, MXFP4) or `torch_dtype`;
-        * multimodal wrappers: the language model from `text_config`, a vision tower's parameters
-          estimated from `vision_config` (`vision_params`).
+        * windows from `layer_types` (sliding and Llama-4's chunked attention, whose layers
+          cache at most `attention_chunk_size` tokens; Llama-4's NoPE layers are global, from
+          `no_rope_layers`), Gemma-3's `sliding_window_pattern`, Qwen2's `use_sliding_window`;
+        * MLA from `kv_lora_rank`; experts from `num_experts` / `num_local_experts` /
+          `n_routed_experts`, shared experts (`n_shared_experts`, Qwen's
+          `shared_expert_intermediate_size`, Llama-4's always-on one), dense layers
+          (`first_k_dense_replace`, leading `mlp_only_layers`, Llama-4's `moe_layers` /
+          `interleave_moe_layer_step` with `intermediate_size_mlp`);
+        * the stored weight format (`inferbook.checkpoint_format`); a vision tower, its patch
+          embedding and projector (`inferbook.vision_towers`).
 
-        What the spec cannot represent is refused, never approximated: linear-attention or
-        state-space layers (`layer_types` entries other than the two attention kinds, Qwen3-Next's
-        `full_attention_interval`, Mamba hybrids), MoE layers on a stride
-        (`decoder_sparse_step` > 1, non-leading `mlp_only_layers`), a shared expert whose width is
-        not a multiple of the routed experts', unknown quantization methods. A missing or
-        malformed field raises ValueError naming it.
+        What the spec cannot represent is refused naming the field (linear-attention or
+        state-space layers, MoE on a stride, unknown quantization or vision towers); a missing
+        or malformed field raises ValueError naming it.
         """
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str (the spec's label) or None, got "
@@ -211,6 +234,19 @@ class ModelSpec:
         """Return True for a mixture-of-experts model."""
         return self.n_routed_experts > 0
 
+    def layer_is_moe(self, layer: int) -> bool:
+        """Return True where decoder layer `layer` (0-based) has a mixture-of-experts MLP."""
+        if not self.is_moe:
+            return False
+        if self.moe_layer_flags:
+            return self.moe_layer_flags[layer]
+        return layer >= self.first_k_dense_replace
+
+    @property
+    def n_moe_layers(self) -> int:
+        """Return how many decoder layers are MoE layers."""
+        return sum(self.layer_is_moe(i) for i in range(self.num_hidden_layers))
+
     @property
     def n_params(self) -> int:
         """Return the total parameter count computed from the config (see `param_count`)."""
@@ -239,13 +275,19 @@ def _attention_params(s: ModelSpec) -> int:
     params = h * q_out + 2 * h * kv_out + q_out * h
     if s.attention_bias:
         params += q_out + 2 * kv_out
+    if s.attention_out_bias:
+        params += h
+    if s.qk_norm:
+        params += 2 * s.head_dim
     return params
 
 
 def _mlp_params(s: ModelSpec, layer: int, active_only: bool) -> int:
     h = s.hidden_size
-    if not s.is_moe or layer < s.first_k_dense_replace:
-        return 3 * h * s.intermediate_size  # gate, up, down
+    if not s.layer_is_moe(layer):
+        if not s.mlp_gated:                 # up, down (GPT-2's c_fc, c_proj)
+            return 2 * h * s.intermediate_size + (s.intermediate_size + h if s.mlp_bias else 0)
+        return 3 * h * s.intermediate_size + (2 * s.intermediate_size + h if s.mlp_bias else 0)
     expert = 3 * h * s.moe_intermediate_size
     routed = s.num_experts_per_tok if active_only else s.n_routed_experts
     router = h * s.n_routed_experts + (s.n_routed_experts if s.router_bias else 0)
@@ -262,11 +304,12 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     if not isinstance(active_only, bool):
         raise TypeError(f"active_only must be True or False, got {active_only!r}")
     h = spec.hidden_size
-    total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + h  # embeddings + final norm
-    total += spec.vision_params
+    norm = 2 * h if spec.norm_bias else h                 # LayerNorm: weight and bias
+    total = spec.vocab_size * h * (1 if spec.tie_word_embeddings else 2) + norm  # + final norm
+    total += spec.learned_positions * h + spec.vision_params
     for layer in range(spec.num_hidden_layers):
         total += _attention_params(spec) + _mlp_params(spec, layer, active_only)
-        total += spec.norms_per_layer * h
+        total += spec.norms_per_layer * norm
     return total
 
 
@@ -304,10 +347,15 @@ def _int_field(cfg: dict, key: str, default=None, *, minimum: int = 1) -> int:
     return value
 
 
-_ATTENTION_TYPES = ("full_attention", "sliding_attention")
+_ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
 # Keys of architectures whose layers are not all attention layers (state-space, linear attention).
 _NON_ATTENTION_KEYS = ("full_attention_interval", "layers_block_type", "hybrid_override_pattern",
                        "attn_type_list", "linear_num_value_heads", "mamba_d_state", "ssm_cfg")
+# transformers' GPT-2 names (GPT2Config.attribute_map) for the canonical keys
+_GPT2_NAMES = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size",
+               "n_head": "num_attention_heads", "n_positions": "max_position_embeddings",
+               "n_inner": "intermediate_size"}
+_GPT2_KINDS = ("gpt2", "gpt_bigcode")
 
 
 def _refuse(field: str, why: str):
@@ -315,10 +363,29 @@ def _refuse(field: str, why: str):
                      "refused rather than sized wrongly")
 
 
-def _window_layers(cfg: dict, kind: str, n_layers: int):
-    """Return (sliding_window, sliding_window_layers) from the config's window fields."""
-    window = cfg.get("sliding_window")
+def _layer_types(cfg: dict, kind: str, n_layers: int):
+    """Return the config's layer types, as transformers derives them, or None if it has none.
+
+    Llama-4 (`Llama4TextConfig.__post_init__`): "chunked_attention" for every layer with RoPE
+    (`no_rope_layers[i] == 1`; by default all but every `no_rope_layer_interval`-th), the NoPE
+    layers "full_attention"; no chunks when `attention_chunk_size` is null."""
     types = cfg.get("layer_types")
+    if types is None and kind.startswith("llama4") and cfg.get("attention_chunk_size"):
+        interval = _int_field(cfg, "no_rope_layer_interval", 4)
+        rope = cfg.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n_layers)]
+        if not isinstance(rope, (list, tuple)) or len(rope) != n_layers \
+                or any(r not in (0, 1) for r in rope):
+            raise ValueError(f"config.json: no_rope_layers must list 0 or 1 per layer "
+                             f"({n_layers}), got {rope!r}"[:300])
+        types = ["chunked_attention" if r else "full_attention" for r in rope]
+    return types
+
+
+def _window_layers(cfg: dict, kind: str, n_layers: int):
+    """Return (window, sliding_window_layers, local_attention) from the config's window fields."""
+    window = cfg.get("sliding_window")
+    types = _layer_types(cfg, kind, n_layers)
+    local = "sliding"
     if types is not None:
         if not isinstance(types, (list, tuple)) or len(types) != n_layers:
             raise ValueError(f"config.json: layer_types must list one entry per layer "
@@ -327,7 +394,11 @@ def _window_layers(cfg: dict, kind: str, n_layers: int):
         if other:
             _refuse("layer_types", f"{other} layers are not attention layers (linear attention "
                                    "or state-space layers cache no K/V per token)")
-        flags = tuple(t == "sliding_attention" for t in types)
+        if "chunked_attention" in types:
+            if "sliding_attention" in types:
+                _refuse("layer_types", "both sliding-window and chunked layers")
+            window, local = _int_field(cfg, "attention_chunk_size"), "chunked"
+        flags = tuple(t != "full_attention" for t in types)
     elif cfg.get("sliding_window_pattern") is not None and window is not None:
         pattern = _int_field(cfg, "sliding_window_pattern")   # Gemma-3: every N-th layer global
         flags = tuple((i + 1) % pattern != 0 for i in range(n_layers))
@@ -339,69 +410,14 @@ def _window_layers(cfg: dict, kind: str, n_layers: int):
     else:
         flags = (window is not None,) * n_layers
     if window is None or not any(flags):
-        return None, "none"
-    window = _int_field(cfg, "sliding_window")
+        return None, "none", "sliding"
+    if local == "sliding":
+        window = _int_field(cfg, "sliding_window")
     if all(flags):
-        return window, "all"
+        return window, "all", local
     if flags == tuple(i % 2 == 0 for i in range(n_layers)):
-        return window, "even"
-    return window, flags
-
-
-def _checkpoint_dtype(cfg: dict) -> str:
-    """Return how the checkpoint stores its weights (see ModelSpec.checkpoint_dtype)."""
-    q = cfg.get("quantization_config")
-    if q is None:
-        torch_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
-        dtypes = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
-        if torch_dtype not in dtypes:
-            raise ValueError(f"config.json: torch_dtype {torch_dtype!r} is not one of "
-                             f"{', '.join(dtypes)}")
-        return dtypes[torch_dtype]
-    if not isinstance(q, dict):
-        raise ValueError(f"config.json: quantization_config must be an object, got {q!r}")
-    method = str(q.get("quant_method", "")).lower()
-    bits = q.get("bits", q.get("w_bit"))
-    if method in ("fp8", "fbgemm_fp8", "modelopt") and q.get("quant_algo", "FP8") == "FP8":
-        return "fp8"
-    if method == "mxfp4":
-        return "mxfp4"
-    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "autoround"):
-        if bits in (4, 8):
-            return "awq" if bits == 4 else "int8"
-        _refuse("quantization_config.bits", f"{method} with bits={bits!r} is not 4 or 8")
-    if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        weights = [g.get("weights") or {} for g in groups.values() if isinstance(g, dict)]
-        kinds = {(w.get("num_bits"), w.get("type")) for w in weights}
-        if kinds == {(8, "float")}:
-            return "fp8"
-        if kinds == {(8, "int")}:
-            return "int8"
-        if kinds == {(4, "int")}:
-            return "w4a16"
-        _refuse("quantization_config.config_groups", f"compressed-tensors weights {kinds!r}")
-    if method == "bitsandbytes":
-        if q.get("load_in_4bit"):
-            return "int4"
-        if q.get("load_in_8bit"):
-            return "int8"
-    _refuse("quantization_config.quant_method", f"unknown quantization method {method!r}")
-
-
-def _vision_params(vcfg) -> int:
-    """Return a ViT-style vision tower's parameter estimate from `vision_config` (0 if none):
-    per layer 4 h^2 (attention) + 2 h i (MLP), plus the projector h x (text hidden) is left out."""
-    if not isinstance(vcfg, dict):
-        return 0
-    h = vcfg.get("hidden_size") or vcfg.get("embed_dim") or vcfg.get("width")
-    layers = vcfg.get("num_hidden_layers") or vcfg.get("depth") or vcfg.get("layers")
-    inter = vcfg.get("intermediate_size") or (4 * h if isinstance(h, int) else None)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
-               for v in (h, layers, inter)):
-        _refuse("vision_config", "a vision tower without integer hidden_size, "
-                                 "num_hidden_layers/depth and intermediate_size")
-    return layers * (4 * h * h + 2 * h * inter)
+        return window, "even", local
+    return window, flags, local
 
 
 def _experts(cfg: dict, fields: dict) -> dict:
@@ -415,11 +431,14 @@ def _experts(cfg: dict, fields: dict) -> dict:
                 _refuse(key, "an expert width without an expert count (num_experts, "
                              "num_local_experts or n_routed_experts)")
         return dict(n_routed_experts=0, num_experts_per_tok=0, moe_intermediate_size=0,
-                    n_shared_experts=0, first_k_dense_replace=0)
+                    n_shared_experts=0, first_k_dense_replace=0, moe_layer_flags=())
     experts = _int_field(cfg, names[0])
     top_k = _int_field(cfg, "num_experts_per_tok", cfg.get("experts_per_token"))
-    width = _int_field(cfg, "moe_intermediate_size", fields["intermediate_size"])
-    shared = _int_field(cfg, "n_shared_experts", 0, minimum=0)
+    width = _int_field(cfg, "moe_intermediate_size", cfg.get("intermediate_size"))
+    # Llama-4: every MoE layer also runs one shared expert of the experts' width
+    # (Llama4TextMoe.shared_expert); there is no config key for it
+    llama4 = str(cfg.get("model_type", "")).startswith("llama4")
+    shared = _int_field(cfg, "n_shared_experts", 1 if llama4 else 0, minimum=0)
     shared_width = cfg.get("shared_expert_intermediate_size")
     if shared_width:
         shared_width = _int_field(cfg, "shared_expert_intermediate_size")
@@ -439,25 +458,61 @@ def _experts(cfg: dict, fields: dict) -> dict:
     if first_dense > n_layers:
         raise ValueError(f"config.json: first_k_dense_replace ({first_dense}) exceeds "
                          f"num_hidden_layers ({n_layers})")
+    flags: tuple[bool, ...] = ()
+    if llama4:    # Llama4TextConfig: moe_layers, else every interleave_moe_layer_step-th layer
+        stride = _int_field(cfg, "interleave_moe_layer_step", 1)
+        moe = cfg.get("moe_layers")
+        moe = list(range(stride - 1, n_layers, stride)) if moe is None else moe
+        if not isinstance(moe, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layers for i in moe):
+            raise ValueError(f"config.json: moe_layers must list layer indices below "
+                             f"{n_layers}, got {moe!r}"[:300])
+        flags = tuple(i in set(moe) for i in range(n_layers))
+        flags = () if all(flags) else flags
     return dict(n_routed_experts=experts, num_experts_per_tok=top_k, moe_intermediate_size=width,
-                n_shared_experts=shared, first_k_dense_replace=first_dense)
+                n_shared_experts=shared, first_k_dense_replace=first_dense, moe_layer_flags=flags)
+
+
+def _gpt2_names(cfg: dict, kind: str) -> dict:
+    """Return `cfg` with GPT-2's field names read as the canonical ones (GPT2Config.attribute_map;
+    `n_inner` null means 4 x n_embd), refusing them on an architecture laid out otherwise."""
+    found = [k for k in _GPT2_NAMES if k in cfg]
+    if not found:
+        return cfg
+    if kind not in _GPT2_KINDS:
+        _refuse("model_type", f"{kind!r} uses GPT-2's field names ({', '.join(found)}) but not "
+                              f"GPT-2's layer layout (known: {', '.join(_GPT2_KINDS)})")
+    out = dict(cfg)
+    for old, new in _GPT2_NAMES.items():
+        if out.get(new) is None and out.get(old) is not None:
+            out[new] = out[old]
+    if out.get("intermediate_size") is None:
+        out["intermediate_size"] = 4 * _int_field(out, "hidden_size")
+    if kind == "gpt_bigcode" and out.get("multi_query", True):
+        out.setdefault("num_key_value_heads", 1)
+    return out
 
 
 def _from_hf_config(config, name: str | None) -> ModelSpec:
     cfg, where = _load_config(config)
-    vision = 0
+    outer = cfg
     if "text_config" in cfg:                      # multimodal wrappers keep the LM inside
         if not isinstance(cfg["text_config"], dict):
             raise ValueError("config.json: text_config must be an object")
-        vision = _vision_params(cfg.get("vision_config"))
-        outer = {k: cfg[k] for k in ("quantization_config", "torch_dtype", "_name_or_path",
-                                     "tie_word_embeddings") if k in cfg}
-        cfg = {**outer, **cfg["text_config"]}
+        keep = {k: cfg[k] for k in ("quantization_config", "torch_dtype", "_name_or_path",
+                                    "tie_word_embeddings") if k in cfg}
+        cfg = {**keep, **cfg["text_config"]}
+    elif "vision_config" in cfg:
+        _refuse("vision_config", "a vision tower without a text_config language model")
     kind = str(cfg.get("model_type", "")).lower()
+    cfg = _gpt2_names(cfg, kind)
+    gpt2 = kind in _GPT2_KINDS
     bad = [k for k in _NON_ATTENTION_KEYS if cfg.get(k) not in (None, [], 0)]
     if bad:
         _refuse(bad[0], "the model mixes attention with linear-attention or state-space layers")
     fields = {key: _int_field(cfg, key) for key in _REQUIRED}
+    if kind.startswith("llama4") and cfg.get("intermediate_size_mlp") is not None:
+        fields["intermediate_size"] = _int_field(cfg, "intermediate_size_mlp")  # dense layers
     heads = fields["num_attention_heads"]
     mla = {key: _int_field(cfg, key, 0, minimum=0)
            for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
@@ -466,159 +521,36 @@ def _from_hf_config(config, name: str | None) -> ModelSpec:
         head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     else:
         head_dim = _int_field(cfg, "head_dim", fields["hidden_size"] // heads)
-    window, layers = _window_layers(cfg, kind, fields["num_hidden_layers"])
+    window, layers, local = _window_layers(cfg, kind, fields["num_hidden_layers"])
     gemma = kind.startswith("gemma")
     label = name or cfg.get("_name_or_path") or kind or "config"
+    vision = vision_towers.vision_params(outer.get("vision_config"), fields["hidden_size"], outer)
     return ModelSpec(
         str(label), where, **fields,
         num_key_value_heads=_int_field(cfg, "num_key_value_heads", heads), head_dim=head_dim,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", gemma)),
-        attention_bias=bool(cfg.get("attention_bias", kind == "qwen2")),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", gemma or gpt2)),
+        attention_bias=bool(cfg.get("attention_bias", kind.startswith("qwen2") or gpt2)),
         norms_per_layer=4 if gemma and kind != "gemma" else 2,
-        sliding_window=window, sliding_window_layers=layers,
+        sliding_window=window, sliding_window_layers=layers, local_attention=local,
         **_experts(cfg, fields),
         router_bias=cfg.get("topk_method") == "noaux_tc", **mla,
-        checkpoint_dtype=_checkpoint_dtype(cfg), vision_params=vision)
+        checkpoint_dtype=checkpoint_format.checkpoint_dtype(cfg), vision_params=vision,
+        mlp_gated=not gpt2, mlp_bias=gpt2, attention_out_bias=gpt2, norm_bias=gpt2,
+        learned_positions=fields["max_position_embeddings"] if gpt2 else 0,
+        qk_norm=kind.startswith(("qwen3", "gemma3")))
 
 
-def _hf(repo: str) -> str:
-    return f"https://huggingface.co/{repo}/blob/main/config.json"
+def _load_presets() -> dict[str, ModelSpec]:
+    """Return the presets of `data/model_presets.json` (see its `_about`) as ModelSpecs."""
+    data = json.loads((Path(__file__).resolve().parent / "data" / "model_presets.json").read_text())
+    out = {}
+    for entry in data["presets"]:
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
+        out[fields["name"]] = ModelSpec(**fields)
+    return out
 
 
-_QWEN25_YARN = ('{"rope_type":"yarn","factor":4.0,'
-                '"original_max_position_embeddings":32768}')
-_LLAMA31_CARD = "model card, huggingface.co/meta-llama/Llama-3.1-8B (Llama 3.1 family table)"
-
-MODELS: dict[str, ModelSpec] = {
-    m.name: m
-    for m in [
-        ModelSpec(
-            "Llama-2-7B", _hf("meta-llama/Llama-2-7b-hf"),
-            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=32,
-            head_dim=128, intermediate_size=11008, vocab_size=32000, max_position_embeddings=4096,
-            published_params=6.74e9,
-            params_source="model page, huggingface.co/meta-llama/Llama-2-7b-hf: 6.74B params "
-                          "(the Llama 2 paper rounds it to 7B)",
-            chat_repo="meta-llama/Llama-2-7b-chat-hf",
-        ),
-        ModelSpec(
-            "Llama-3.1-8B", _hf("meta-llama/Llama-3.1-8B"),
-            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
-            head_dim=128, intermediate_size=14336, vocab_size=128256,
-            max_position_embeddings=131072,
-            published_params=8e9, params_source=_LLAMA31_CARD + ": 8B",
-            chat_repo="meta-llama/Llama-3.1-8B-Instruct",
-        ),
-        ModelSpec(
-            "Llama-3.1-70B", _hf("meta-llama/Llama-3.1-70B"),
-            num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
-            head_dim=128, intermediate_size=28672, vocab_size=128256,
-            max_position_embeddings=131072,
-            published_params=70e9, params_source=_LLAMA31_CARD + ": 70B",
-            chat_repo="meta-llama/Llama-3.1-70B-Instruct",
-        ),
-        ModelSpec(
-            "Llama-3.1-405B", _hf("meta-llama/Llama-3.1-405B"),
-            num_hidden_layers=126, hidden_size=16384, num_attention_heads=128,
-            num_key_value_heads=8, head_dim=128, intermediate_size=53248, vocab_size=128256,
-            max_position_embeddings=131072,
-            published_params=405e9, params_source=_LLAMA31_CARD + ": 405B",
-            chat_repo="meta-llama/Llama-3.1-405B-Instruct",
-        ),
-        ModelSpec(
-            "Mistral-7B-v0.1", _hf("mistralai/Mistral-7B-v0.1"),
-            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
-            head_dim=128, intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
-            sliding_window=4096, sliding_window_layers="all",
-            published_params=7.3e9,
-            params_source="Jiang et al. 2023 (Mistral 7B paper) and release post: 7.3B",
-            chat_repo="mistralai/Mistral-7B-Instruct-v0.1",
-        ),
-        ModelSpec(
-            "Mixtral-8x7B", _hf("mistralai/Mixtral-8x7B-v0.1"),
-            num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
-            head_dim=128, intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
-            n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
-            published_params=47e9,
-            params_source="Jiang et al. 2024 (Mixtral of Experts paper): 47B total, 13B active",
-            chat_repo="mistralai/Mixtral-8x7B-Instruct-v0.1",
-        ),
-        ModelSpec(
-            "Qwen2.5-7B", _hf("Qwen/Qwen2.5-7B"),
-            num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
-            head_dim=128, intermediate_size=18944, vocab_size=152064,
-            max_position_embeddings=131072, attention_bias=True,
-            published_params=7.61e9, params_source="model card, huggingface.co/Qwen/Qwen2.5-7B: 7.61B",
-            chat_repo="Qwen/Qwen2.5-7B-Instruct",
-            # huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/main/config.json: 32768; the
-            # model card enables 128K with YaRN (factor 4 over 32768)
-            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
-        ),
-        ModelSpec(
-            "Qwen2.5-14B", _hf("Qwen/Qwen2.5-14B"),
-            num_hidden_layers=48, hidden_size=5120, num_attention_heads=40, num_key_value_heads=8,
-            head_dim=128, intermediate_size=13824, vocab_size=152064,
-            max_position_embeddings=131072, attention_bias=True,
-            published_params=14.7e9,
-            params_source="model card, huggingface.co/Qwen/Qwen2.5-14B: 14.7B",
-            chat_repo="Qwen/Qwen2.5-14B-Instruct",
-            # huggingface.co/Qwen/Qwen2.5-14B-Instruct/blob/main/config.json: 32768; the
-            # model card enables 128K with YaRN (factor 4 over 32768)
-            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
-        ),
-        ModelSpec(
-            "Qwen2.5-72B", _hf("Qwen/Qwen2.5-72B"),
-            num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
-            head_dim=128, intermediate_size=29568, vocab_size=152064,
-            max_position_embeddings=131072, attention_bias=True,
-            published_params=72.7e9,
-            params_source="model card, huggingface.co/Qwen/Qwen2.5-72B: 72.7B",
-            chat_repo="Qwen/Qwen2.5-72B-Instruct",
-            # huggingface.co/Qwen/Qwen2.5-72B-Instruct/blob/main/config.json: 32768; the
-            # model card enables 128K with YaRN (factor 4 over 32768)
-            chat_max_position_embeddings=32768, chat_rope_scaling=_QWEN25_YARN,
-        ),
-        ModelSpec(
-            "Gemma-2-9B", _hf("google/gemma-2-9b"),
-            num_hidden_layers=42, hidden_size=3584, num_attention_heads=16, num_key_value_heads=8,
-            head_dim=256, intermediate_size=14336, vocab_size=256000, max_position_embeddings=8192,
-            tie_word_embeddings=True, norms_per_layer=4,
-            sliding_window=4096, sliding_window_layers="even",
-            published_params=9.24e9,
-            params_source="Gemma Team 2024 (Gemma 2 paper), Table 2: 8,324,201,984 non-embedding "
-                          "+ 917,504,000 embedding parameters",
-            chat_repo="google/gemma-2-9b-it",
-        ),
-        ModelSpec(
-            "DeepSeek-V2-Lite", _hf("deepseek-ai/DeepSeek-V2-Lite"),
-            num_hidden_layers=27, hidden_size=2048, num_attention_heads=16, num_key_value_heads=16,
-            head_dim=192, intermediate_size=10944, vocab_size=102400,
-            max_position_embeddings=163840,
-            n_routed_experts=64, num_experts_per_tok=6, moe_intermediate_size=1408,
-            n_shared_experts=2, first_k_dense_replace=1,
-            kv_lora_rank=512, q_lora_rank=0, qk_nope_head_dim=128, qk_rope_head_dim=64,
-            v_head_dim=128,
-            published_params=15.7e9,
-            params_source="DeepSeek-AI 2024 (DeepSeek-V2 paper), DeepSeek-V2-Lite: 15.7B total, "
-                          "2.4B activated",
-            chat_repo="deepseek-ai/DeepSeek-V2-Lite-Chat",
-        ),
-        ModelSpec(
-            "DeepSeek-V3", _hf("deepseek-ai/DeepSeek-V3"),
-            num_hidden_layers=61, hidden_size=7168, num_attention_heads=128,
-            num_key_value_heads=128, head_dim=192, intermediate_size=18432, vocab_size=129280,
-            max_position_embeddings=163840,
-            n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048,
-            n_shared_experts=1, first_k_dense_replace=3, router_bias=True,
-            kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64,
-            v_head_dim=128,
-            published_params=671e9,
-            params_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report): 671B total, 37B "
-                          "activated (the 685B on the model page adds the 14B MTP module)",
-            chat_repo="deepseek-ai/DeepSeek-V3",
-        ),
-    ]
-}
+MODELS: dict[str, ModelSpec] = _load_presets()
 
 
 def _norm(name: str) -> str:

@@ -19,7 +19,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from . import alternatives, checkpoints, parallelism, rules, sglang_rules, sizing, validate
+from . import (alternatives, checkpoints, parallelism, rules, sglang_rules, sizing, validate,
+               vllm_memory)
 from .commands import (
     NodeCommand, check_command, engine_args, format_command, node_commands,
 )
@@ -185,7 +186,7 @@ class Plan:
     sglang_attention_backend: str
     hf_attn_implementation: str
     speculation: Speculation | None
-    memory: sizing.MemoryBudget
+    memory: vllm_memory.VllmBudget
     weight_bytes_total: int
     kv_bytes_per_token: int       # one token of one request, on one GPU
     kv_bytes_per_sequence: int    # one full-context request, on one GPU (windows capped)

@@ -137,7 +137,7 @@ class Layout:
     weight_dtype: str
     kv_dtype: str
     batching: Decision             # this layout's scheduler caps (decide_batching)
-    budget: sizing.MemoryBudget
+    budget: vllm_memory.VllmBudget
     window_extra_tokens: int       # vLLM keeps in-flight tokens beside each window
     ep: int = 1
 
@@ -171,8 +171,8 @@ def expert_bytes(spec: ModelSpec, weight_dtype: str) -> int:
     """Return the bytes of the routed experts (what expert parallelism shards), all layers."""
     if not spec.is_moe:
         return 0
-    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace
-    params = moe_layers * spec.n_routed_experts * 3 * spec.hidden_size * spec.moe_intermediate_size
+    params = (spec.n_moe_layers * spec.n_routed_experts * 3 * spec.hidden_size
+              * spec.moe_intermediate_size)
     return int(params * sizing.get_dtype(weight_dtype).bits / 8)
 
 
@@ -186,17 +186,17 @@ def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Pl
     dp = req.n_gpus // (tp * pp)
     batching = decide_batching(g, req.priority, req.concurrency, dp)
     caps = batching.value
-    runtime = vllm_memory.vllm_runtime_memory(
-        spec, tp, max_num_batched_tokens=caps["max_num_batched_tokens"],
-        max_num_seqs=caps["max_num_seqs"], gpu=g)
-    budget = sizing.memory_budget(spec, g, tp, weight_dtype,
-                                  gpu_memory_utilization=req.utilization, runtime=runtime,
-                                  pipeline_parallel=pp)
+    # the one vLLM budget (vllm_memory.vllm_memory_budget), as the simulator and the log check
+    budget = vllm_memory.vllm_memory_budget(
+        spec, g, tp, gpu_memory_utilization=req.utilization, weight_dtype=weight_dtype,
+        max_num_batched_tokens=caps["max_num_batched_tokens"],
+        max_num_seqs=caps["max_num_seqs"], pipeline_parallel=pp)
     if ep > 1:
         experts = expert_bytes(spec, weight_dtype)
-        weights = sizing.weight_bytes(spec, weight_dtype) - experts + ceil_div(experts, ep)
-        budget = replace(budget, weight_bytes=weights,
-                         runtime=replace(runtime, non_torch_bytes=vllm_memory.vllm_non_torch_bytes(2)))
+        weights = (sizing.weight_bytes(spec, weight_dtype) - experts + ceil_div(experts, ep)
+                   + vllm_memory.vllm_replicated_bytes(spec, 1))
+        budget = replace(budget, weight_bytes=weights, runtime=replace(
+            budget.runtime, non_torch_bytes=vllm_memory.vllm_non_torch_bytes(2)))
     # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens, and
     # max_concurrent_batches = pp + 1 under Model Runner V2 with async scheduling (0.33's default)
     in_flight = caps["max_num_batched_tokens"] * max_concurrent_batches(pp, True)

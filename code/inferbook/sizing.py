@@ -39,45 +39,27 @@ Weights default to the checkpoint's own format (`ModelSpec.checkpoint_dtype`: bf
 presets; fp8, AWQ/GPTQ ("awq"), compressed-tensors W4A16 ("w4a16") and MXFP4 (gpt-oss, routed
 experts only) from a config's `quantization_config`).
 
-The memory budget (`memory_budget`) is one model with two readings:
-
-* chapter 2's: `reserve_fraction` of each GPU's memory is kept back for everything that is not
-  weights or cache (activations, the CUDA context, CUDA graphs, allocator slack), an assumption;
-* vLLM's (`vllm_runtime_memory`, used by the recommender): vLLM 0.33.0 requests
-  ``ceil(total * gpu_memory_utilization)`` bytes (`v1/worker/utils.py::request_memory`) and gives
-  the KV cache what is left after the weights, the peak activations of a profiling forward pass,
-  the non-torch memory (NCCL, cuBLAS) and the CUDA-graph estimate
-  (`v1/worker/gpu_worker.py::Worker.determine_available_memory`).
-
-vLLM's start-up accounting, term by term (the last section; each rule with its vLLM 0.33.0
-file:line, older versions selected by `vllm_version`, checked against 35 real start-up logs in
-`inferbook.vllm_logs`):
-
-* `vllm_startup(spec, gpu, n_gpus, max_model_len=..., gpu_memory_utilization=0.92, ...)`: end to
-  end, what `vllm serve` logs ("Available KV cache memory", "GPU KV cache size: N tokens",
-  "Maximum concurrency");
-* `vllm_memory_budget(...)` -> `VllmBudget` (requested, weights, activations, non-torch, CUDA
-  graphs and whether they are deducted, `available_kv_bytes`); `vllm_activation_bytes`,
-  `vllm_non_torch_bytes`, `vllm_default_caps` (the serve defaults per GPU and version);
-* `vllm_kv_cache(spec, n_gpus, available_bytes=..., max_model_len=...)` -> `VllmKVCache`
-  (page and group layout of the hybrid allocator, `num_blocks`, blocks per request, tokens,
-  concurrency);
-* `kv_bytes_per_gpu(..., block_size=16)` and `sequences_that_fit(..., block_size=16)` count
-  whole blocks as vLLM reserves them (a sliding-window layer: cdiv(min(window - 1 + in-flight,
-  ctx), block) + 1 blocks).
+The memory budget (`memory_budget`): ``ceil(total x gpu_memory_utilization)`` minus the
+weights minus a `RuntimeMemory` (activations, CUDA graphs, non-torch memory) is what the KV
+cache gets. Chapter 2 folds the runtime terms into `reserve_fraction`; vLLM's own start-up
+budget, term by term from its source, is `inferbook.vllm_memory` (which builds on these
+functions: `layer_kv_bytes`, `stage_windows`, `request_blocks`, `fraction`).
 
 GPU memory is the total CUDA reports (`GPU.memory_bytes`), in both readings.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 
 from . import validate
 from .arith import ceil_div
-from .hardware import GPU, gpu as _gpu
-from .models import ModelSpec, as_spec as _spec
+from .hardware import GPU
+from .hardware import gpu as _gpu
+from .models import ModelSpec
+from .models import as_spec as _spec
 
 
 @dataclass(frozen=True)
@@ -132,6 +114,7 @@ DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float1
                  "half": "fp16", "fp8_e4m3": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8"}
 
 DEFAULT_RESERVE_FRACTION = 0.10
+DEFAULT_BLOCK_SIZE = 16        # vLLM's CacheConfig.DEFAULT_BLOCK_SIZE on CUDA (config/cache.py:463)
 
 
 def get_dtype(name: str | DType, argument: str = "dtype") -> DType:
@@ -161,7 +144,8 @@ def _positive_int(name: str, value) -> int:
     return validate.positive_int(name, value)
 
 
-def _fraction(name: str, value, *, high_open: bool) -> float:
+def fraction(name: str, value, *, high_open: bool) -> float:
+    """Return `value` checked to lie in [0, 1) (`high_open`) or (0, 1], naming `name` if not."""
     value = validate.finite_float(name, value, minimum=0.0, maximum=1.0)
     if value == (1.0 if high_open else 0.0):
         rule = "[0, 1)" if high_open else "(0, 1]"
@@ -181,8 +165,9 @@ def kv_values_per_token_per_layer(spec: ModelSpec | str) -> int:
     return 2 * s.num_key_value_heads * s.head_dim
 
 
-def _layer_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
-    """Bytes one token adds to one layer on one GPU holding `kv_heads` KV heads (default: all)."""
+def layer_kv_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
+    """Return the bytes one token adds to one layer on one GPU holding `kv_heads` KV heads
+    (default: all; an MLA latent is never split)."""
     if s.is_mla:
         return dt.vector_bytes(s.kv_lora_rank) + dt.vector_bytes(s.qk_rope_head_dim)
     heads = s.num_key_value_heads if kv_heads is None else kv_heads
@@ -191,7 +176,7 @@ def _layer_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
 
 def kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
     """Return the bytes one token adds to one layer's KV cache."""
-    return _layer_bytes(_spec(spec), get_dtype(kv_dtype, "kv_dtype"))
+    return layer_kv_bytes(_spec(spec), get_dtype(kv_dtype, "kv_dtype"))
 
 
 def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
@@ -212,14 +197,14 @@ def _cached_tokens(window: int | None, ctx_tokens: int, window_extra_tokens: int
     return ctx_tokens if window is None else min(window + window_extra_tokens, ctx_tokens)
 
 
-def _stage_windows(s: ModelSpec, pipeline_parallel: int) -> tuple[int | None, ...]:
+def stage_windows(s: ModelSpec, pipeline_parallel: int) -> tuple[int | None, ...]:
     """Return the layer windows of the pipeline stage with the most cached layers."""
     windows = s.layer_windows
     n, pp = len(windows), _positive_int("pipeline_parallel", pipeline_parallel)
     if pp > n:
         raise ValueError(f"pipeline_parallel ({pp}) cannot exceed the {n} layers of {s.name}")
     cuts = [i * n // pp for i in range(pp + 1)]
-    stages = [windows[a:b] for a, b in zip(cuts, cuts[1:])]
+    stages = [windows[a:b] for a, b in itertools.pairwise(cuts)]
     return max(stages, key=lambda st: (len(st), sum(w is None for w in st)))
 
 
@@ -233,7 +218,7 @@ def kv_bytes(spec: ModelSpec | str, ctx_tokens: int, batch: int = 1,
     _positive_int("ctx_tokens", ctx_tokens)
     _positive_int("batch", batch)
     tokens = sum(_cached_tokens(w, ctx_tokens) for w in s.layer_windows)
-    return batch * _layer_bytes(s, dt) * tokens
+    return batch * layer_kv_bytes(s, dt) * tokens
 
 
 def kv_bytes_per_token(spec: ModelSpec | str, kv_dtype: str | DType = "bf16",
@@ -246,7 +231,7 @@ def kv_bytes_per_token(spec: ModelSpec | str, kv_dtype: str | DType = "bf16",
     """
     s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
     if ctx_tokens is None:
-        return s.num_hidden_layers * _layer_bytes(s, dt)
+        return s.num_hidden_layers * layer_kv_bytes(s, dt)
     return ceil_div(kv_bytes(s, ctx_tokens, 1, dt), ctx_tokens)
 
 
@@ -271,7 +256,7 @@ def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType | None = None)
         return dt.vector_bytes(s.n_params)
     emb = embedding_params(s)
     if dt.name == "mxfp4":
-        moe_layers = s.num_hidden_layers - s.first_k_dense_replace if s.is_moe else 0
+        moe_layers = s.n_moe_layers
         experts = moe_layers * s.n_routed_experts * 3 * s.hidden_size * s.moe_intermediate_size
         return dt.vector_bytes(experts) + 2 * (s.n_params - experts)
     return dt.vector_bytes(s.n_params - emb) + 2 * emb
@@ -364,20 +349,26 @@ def kv_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int, ctx_tokens: int, batch:
     validate.non_negative_int("window_extra_tokens", window_extra_tokens)
     if block_size is not None:
         _positive_int("block_size", block_size)
-    per_layer = _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
-    windows = _stage_windows(s, pipeline_parallel)
+    per_layer = layer_kv_bytes(s, dt, kv_heads=None if s.is_mla else heads)
+    windows = stage_windows(s, pipeline_parallel)
     if block_size is None:
         tokens = sum(_cached_tokens(w, ctx_tokens, window_extra_tokens) for w in windows)
     else:
-        tokens = block_size * sum(_vllm_blocks(w, ctx_tokens, window_extra_tokens, block_size)
+        chunked = s.local_attention == "chunked"
+        tokens = block_size * sum(request_blocks(w, ctx_tokens, window_extra_tokens, block_size,
+                                                 chunked=chunked)
                                   for w in windows)
     return batch * per_layer * tokens
 
 
-def _vllm_blocks(window: int | None, ctx_tokens: int, extra: int, block_size: int) -> int:
-    """Blocks one request of `ctx_tokens` tokens holds in one layer, by vLLM 0.33.0's rule."""
+def request_blocks(window: int | None, ctx_tokens: int, extra: int, block_size: int, *,
+                   chunked: bool = False) -> int:
+    """Return the blocks one request of `ctx_tokens` tokens holds in one layer, by vLLM 0.33.0's
+    rule (`chunked`: the window is a chunked-local-attention chunk, Llama-4)."""
     if window is None:   # FullAttentionSpec.max_memory_usage_bytes (kv_cache_interface.py:643)
         return ceil_div(ctx_tokens, block_size)
+    if chunked:          # ChunkedLocalAttentionSpec.max_admission_blocks_per_request (:864-881)
+        return ceil_div(min(window + extra, ctx_tokens), block_size)
     # SlidingWindowSpec.max_admission_blocks_per_request (kv_cache_interface.py:918-944)
     return ceil_div(min(window - 1 + extra, ctx_tokens), block_size) + 1
 
@@ -404,8 +395,8 @@ def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
     whole = kv_bytes_per_gpu(s, n_gpus, ctx_tokens, 1, kv_dtype,
                              pipeline_parallel=pipeline_parallel,
                              window_extra_tokens=window_extra_tokens, block_size=block_size)
-    full_layers = sum(w is None for w in _stage_windows(s, pipeline_parallel))
-    per_layer = _layer_bytes(s, get_dtype(kv_dtype, "kv_dtype"),
+    full_layers = sum(w is None for w in stage_windows(s, pipeline_parallel))
+    per_layer = layer_kv_bytes(s, get_dtype(kv_dtype, "kv_dtype"),
                              kv_heads=None if s.is_mla else kv_heads_per_gpu(s, n_gpus))
     shared = shared_prefix_tokens * full_layers * per_layer
     if kv_budget_bytes < whole:
@@ -434,43 +425,6 @@ class RuntimeMemory:
 
 NO_RUNTIME = RuntimeMemory(0, 0, 0, "folded into the reserve fraction")
 
-GiB = 2**30
-# Assumptions, not measurements: vLLM measures both at start-up and logs them.
-ASSUMED_CUDA_GRAPH_BYTES = GiB // 2
-ASSUMED_NON_TORCH_BYTES = {1: GiB // 4, "tp": GiB}   # one GPU; with NCCL and all-reduce buffers
-
-
-def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batched_tokens: int,
-                        max_num_seqs: int, cuda_graphs: bool = True,
-                        vllm_version: str = "0.33.0", pipeline_parallel: int = 1,
-                        flashinfer_sampler: bool | None = None) -> RuntimeMemory:
-    """Return what vLLM `vllm_version` (0.33.0 by default) subtracts besides weights, per GPU.
-
-    The same terms as `vllm_memory_budget` (which see, with the source lines): the activation
-    peak of the profiling run (`vllm_activation_bytes`: a forward pass over
-    `max_num_batched_tokens` tokens, MoE per routed expert, plus the sampler over `max_num_seqs`
-    rows), non-torch memory (`NON_TORCH_GIB`, read from logs: more with TP > 1) and the
-    CUDA-graph estimate (`CUDA_GRAPH_GIB`), which 0.21+ deducts before sizing the KV pool
-    (older versions capture graphs afterwards: pass `cuda_graphs=False` for their budget).
-    """
-    s = _spec(spec)
-    tp = _positive_int("n_gpus", n_gpus)
-    pp = _positive_int("pipeline_parallel", pipeline_parallel)
-    if not isinstance(cuda_graphs, bool):
-        raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
-    v = _version(vllm_version)
-    act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
-                                max_num_seqs=max_num_seqs, vllm_version=vllm_version,
-                                flashinfer_sampler=flashinfer_sampler)
-    nt_gib = vllm_non_torch_bytes(tp, pipeline_parallel=pp, vllm_version=vllm_version) / GiB
-    deducted = cuda_graphs and v >= (0, 21, 0)
-    graphs = int(CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] * GiB) if deducted else 0
-    how = (f"activations: forward pass over {max_num_batched_tokens:,} tokens + sampler over "
-           f"{min(max_num_seqs, max_num_batched_tokens):,} rows (estimated); non-torch "
-           f"{nt_gib:.2f} GiB and CUDA graphs {graphs / GiB:.2f} GiB (from start-up logs; vLLM "
-           "measures them at start-up)")
-    return RuntimeMemory(act, graphs, int(nt_gib * GiB), how)
-
 
 @dataclass(frozen=True)
 class MemoryBudget:
@@ -498,10 +452,10 @@ def memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1,
                   runtime: RuntimeMemory = NO_RUNTIME, pipeline_parallel: int = 1) -> MemoryBudget:
     """Return one GPU's budget: ceil(total x utilization) - weights - runtime terms = KV budget."""
     g = _gpu(gpu)
-    util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
+    util = fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
     if not isinstance(runtime, RuntimeMemory):
         raise validate.ArgumentTypeError(f"runtime must be a RuntimeMemory (see "
-                                         f"vllm_runtime_memory), got {type(runtime).__name__}")
+                                         f"inferbook.vllm_memory.vllm_runtime_memory), got {type(runtime).__name__}")
     usable = math.ceil(round(g.memory_bytes * util, 6))
     weights = weight_bytes_per_gpu(spec, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
     return MemoryBudget(g.memory_bytes, usable, weights, runtime)
@@ -563,7 +517,7 @@ def _checked_budget(s, g, n_gpus, weight_dtype, reserve_fraction, runtime) -> Me
     problem = tp_problem(s, n_gpus)
     if problem:
         raise ValueError(f"n_gpus: {problem}")
-    reserve = _fraction("reserve_fraction", reserve_fraction, high_open=True)
+    reserve = fraction("reserve_fraction", reserve_fraction, high_open=True)
     return memory_budget(s, g, n_gpus, weight_dtype, gpu_memory_utilization=1 - reserve,
                          runtime=runtime)
 
@@ -631,462 +585,3 @@ def min_tp_degree(spec: ModelSpec | str, gpu: GPU | str, ctx_tokens: int = 4096,
             return n
     return None
 
-
-# ---------------------------------------------------------------------------------------------
-# vLLM's start-up accounting, term by term
-#
-# The book pins vLLM 0.33.0; file:line references are to that wheel
-# (`pip download --no-deps vllm==0.33.0`). Older versions differ in a few rules; `vllm_version`
-# selects them, each difference stated where it applies (checked against the start-up logs in
-# `inferbook/data/vllm_logs.json`, see `inferbook.vllm_logs`).
-
-VLLM_PINNED = "0.33.0"
-DEFAULT_BLOCK_SIZE = 16        # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA (config/cache.py:463)
-
-
-def _version(value) -> tuple[int, int, int]:
-    """Return vLLM's version string (e.g. "0.10.1.1", "0.33.0") as (major, minor, patch)."""
-    if not isinstance(value, str):
-        raise validate.ArgumentTypeError(f"vllm_version must be a version string like "
-                                         f"'0.33.0', got {value!r}")
-    parts = value.strip().lstrip("v").split(".")
-    try:
-        nums = [int("".join(ch for ch in p if ch.isdigit()) or "x") for p in parts[:3]]
-    except ValueError:
-        raise ValueError(f"vllm_version must look like '0.33.0', got {value!r}") from None
-    if len(nums) < 2:
-        raise ValueError(f"vllm_version must look like '0.33.0', got {value!r}")
-    return tuple((nums + [0, 0])[:3])  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class VllmKVCache:
-    """vLLM's KV-cache layout for one worker: blocks, groups, tokens and concurrency it logs."""
-
-    available_bytes: int       # "Available KV cache memory" (bytes)
-    block_size: int            # tokens per block
-    num_groups: int            # KV-cache groups (hybrid allocator: one per layer group)
-    layers_per_group: int
-    bytes_per_block: int       # one block id across one group's layers: what the pool divides by
-    num_blocks: int            # floor(available / bytes_per_block)
-    blocks_per_request: int    # blocks one request of max_model_len takes, all groups
-    max_model_len: int
-    kv_tokens: int             # "GPU KV cache size: N tokens"
-    max_concurrency: float     # "Maximum concurrency for max_model_len tokens per request: x"
-    rule: str                  # which version's rules were applied
-
-
-def _kv_groups(windows: tuple[int | None, ...], hybrid: bool) -> tuple[int, list[int | None]]:
-    """Return (layers per group, window of each group) as vLLM groups the layers of one worker.
-
-    One attention type: one group of all layers. Several (sliding + full, the hybrid
-    allocator): `_get_kv_cache_groups_uniform_page_size` (v1/core/kv_cache_planning.py:416-558)
-    buckets layers by type, takes the smallest bucket as the group size (the largest when it is
-    below 1.5x the smallest, gpt-oss + eagle) and cuts each bucket into cdiv(n, size) groups,
-    padding the last; every group has the same page size, so each block id spans
-    `group_size` layers.
-    """
-    kinds: dict[int | None, int] = {}
-    for w in windows:
-        kinds[w] = kinds.get(w, 0) + 1
-    if len(kinds) == 1 or not hybrid:
-        # without the hybrid allocator, sliding layers are allocated as full attention
-        # (`unify_hybrid_kv_cache_specs`, kv_cache_planning.py:853)
-        one = next(iter(kinds)) if len(kinds) == 1 else None
-        return len(windows), [one]
-    lo, hi = min(kinds.values()), max(kinds.values())
-    size = hi if hi < lo * 1.5 else lo
-    groups: list[int | None] = []
-    for w, n in kinds.items():
-        groups += [w] * ceil_div(n, size)
-    return size, groups
-
-
-def vllm_kv_cache(spec: ModelSpec | str, n_gpus: int = 1, *, available_bytes: int,
-                  max_model_len: int, kv_dtype: str | DType = "bf16",
-                  block_size: int = DEFAULT_BLOCK_SIZE, pipeline_parallel: int = 1,
-                  max_num_batched_tokens: int = 2048, vllm_version: str = VLLM_PINNED,
-                  hybrid_kv_cache_manager: bool = True) -> VllmKVCache:
-    """Return the KV cache vLLM builds from `available_bytes` per GPU, and what it logs.
-
-    0.33.0, term by term:
-
-    * page: ``block_size x bytes per token per layer`` on this GPU (`AttentionSpec.
-      page_size_bytes`, v1/kv_cache_interface.py:597; KV heads split by TP, replicated past
-      num_key_value_heads; an MLA latent is not split);
-    * groups and bytes per block: `_kv_groups` (sliding + full layers share a page size;
-      bytes per block = page x layers per group, `_get_kv_cache_bytes_per_block`,
-      kv_cache_planning.py:573-606);
-    * ``num_blocks = available // bytes_per_block`` (`get_kv_cache_config_from_groups`,
-      kv_cache_planning.py:679);
-    * per request: full-attention groups ``cdiv(max_model_len, block_size)`` blocks, sliding
-      groups ``cdiv(min(window - 1 + in_flight, max_model_len), block_size) + 1`` with
-      ``in_flight = max_concurrent_batches x max_num_batched_tokens`` (`VllmConfig.
-      max_in_flight_tokens`, config/vllm.py:588-609: pp + 1 batches with async scheduling on
-      Model Runner V2);
-    * ``max_concurrency = num_blocks / blocks_per_request`` and the logged
-      ``kv_tokens = int(max_concurrency x max_model_len)`` (`get_kv_cache_capacity`,
-      v1/core/kv_cache_utils.py:1061-1128).
-
-    Older versions, as their logs show (`vllm_version`): before 0.21 one batch is in flight and
-    the token count is ``num_blocks // num_groups x block_size``; before 0.10 there is no hybrid
-    allocator (sliding layers count as full) and concurrency is ``tokens / max_model_len``;
-    before 0.8 (the V0 engine, "# GPU blocks") every layer is full attention and
-    ``num_blocks = available // (block_size x bytes per token, all layers)``.
-    """
-    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
-    validate.non_negative_int("available_bytes", available_bytes)
-    _positive_int("max_model_len", max_model_len)
-    _positive_int("block_size", block_size)
-    _positive_int("max_num_batched_tokens", max_num_batched_tokens)
-    if not isinstance(hybrid_kv_cache_manager, bool):
-        raise validate.ArgumentTypeError(f"hybrid_kv_cache_manager must be True or False, got "
-                                         f"{hybrid_kv_cache_manager!r}")
-    v = _version(vllm_version)
-    heads = kv_heads_per_gpu(s, n_gpus)
-    windows = _stage_windows(s, pipeline_parallel)
-    page = block_size * _layer_bytes(s, dt, kv_heads=None if s.is_mla else heads)
-    if v < (0, 8, 0):        # V0: one block spans all layers, all full attention
-        rule = "V0 (< 0.8): all layers full attention, blocks x block_size"
-        size, groups = len(windows), [None]
-    else:
-        hybrid = hybrid_kv_cache_manager and v >= (0, 10, 0)
-        size, groups = _kv_groups(windows, hybrid)
-        rule = ("V1 >= 0.21: int(concurrency x max_model_len), pp + 1 batches in flight"
-                if v >= (0, 21, 0) else
-                "V1 0.10-0.20: num_blocks // groups x block_size, one batch in flight"
-                if v >= (0, 10, 0) else "V1 0.8-0.9: no hybrid allocator")
-    bytes_per_block = size * page
-    num_blocks = available_bytes // bytes_per_block
-    batches = pipeline_parallel + 1 if v >= (0, 21, 0) else 1
-    in_flight = batches * max_num_batched_tokens
-    per_request = sum(_vllm_blocks(w, max_model_len, in_flight, block_size) for w in groups)
-    if v >= (0, 21, 0):
-        concurrency = num_blocks / per_request
-        tokens = int(concurrency * max_model_len)
-    else:
-        tokens = num_blocks // len(groups) * block_size
-        concurrency = (num_blocks / per_request if v >= (0, 10, 0)
-                       else tokens / max_model_len)
-    return VllmKVCache(available_bytes, block_size, len(groups), size, bytes_per_block,
-                       num_blocks, per_request, max_model_len, tokens, concurrency, rule)
-
-
-@dataclass(frozen=True)
-class VllmBudget:
-    """One GPU's start-up budget as vLLM computes it: requested - non-KV terms = KV memory."""
-
-    gpu_bytes: int             # total CUDA reports (GPU.memory_bytes)
-    requested_bytes: int       # ceil(total x gpu_memory_utilization)
-    weight_bytes: int          # "Model loading took X GiB"
-    activation_bytes: int      # peak of the profiling run (forward + sampler), estimated
-    non_torch_bytes: int       # NCCL, cuBLAS, custom all-reduce buffers, estimated
-    cuda_graph_bytes: int      # CUDA-graph pool estimate
-    cuda_graph_deducted: bool  # 0.21+: deducted before sizing the pool; before: not
-    how: str
-
-    @property
-    def available_kv_bytes(self) -> int:
-        """Return "Available KV cache memory" (negative: vLLM refuses to start)."""
-        graphs = self.cuda_graph_bytes if self.cuda_graph_deducted else 0
-        return (self.requested_bytes - self.weight_bytes - self.activation_bytes
-                - self.non_torch_bytes - graphs)
-
-
-# Non-torch memory per GPU (GiB), read from start-up logs:
-# * one GPU: 0.13 on H100 (vLLM 0.11, llm-d empirical-vllm-memory-results.md, five models) and
-#   0.02-0.06 on 24/96 GB cards (0.10.2/0.12 "Actual usage" lines); 0.16-0.35 with the V0 engine
-#   (vllm#12126, vllm#13109: 0.16 on H100; vllm#10517: 0.35 on an RTX 3090);
-# * two GPUs: 0.55 (Llama-3.3-70B FP8 and Qwen3-32B, TP = 2, H100, the same llm-d file);
-#   0.30-0.73 with V0 (vllm#15815, L40S; 0324wy/MapCoder, L40S);
-# * four and eight GPUs: about 2 GiB of custom all-reduce and NCCL buffers: Qwen3-32B on 4 and
-#   8 H100s (vLLM 0.10.0, DaisukeTakai/eval_dataset) leaves 7.6-7.9 GiB besides the weights,
-#   the sampler's 5.5 GiB being the rest.
-# Runs across nodes (Ray) take more and vary; those records are left out of the end-to-end check.
-# Open: the TP > 1 figures come from H100s; an A100 TP = 2 run (dennislee22, 0.10.1.1) leaves
-# only about 0.25 GiB besides its profiled terms and a Qwen3-30B-A3B TP = 2 H100 run (0.12.0)
-# about 0.78, so NVSwitch systems (NCCL's NVLink SHARP buffers) likely take more than PCIe ones;
-# too few logs to make that a rule.
-NON_TORCH_GIB = {"tp1": 0.13, "tp2": 0.55, "tp4+": 2.0,
-                 "v0_tp1": 0.25, "v0_tp2": 0.5, "v0_tp4+": 2.0}
-# CUDA graphs: "Graph capturing finished in 3 secs, took 0.50 GiB" (TP = 1) and 0.65 GiB
-# (TP = 2) in the same vLLM 0.10.1 logs; 0.21+ deducts its estimate before sizing the pool
-# (gpu_worker.py:702-757, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, envs.py:2219).
-CUDA_GRAPH_GIB = {"tp1": 0.50, "tp": 0.65}
-# Sampler profiling: `_dummy_sampler_run` (gpu_model_runner.py:5866) samples
-# min(max_num_seqs, max_num_batched_tokens) rows over the whole vocabulary with top-k = vocab - 1
-# and top-p. What that costs depends on the top-k/top-p implementation the log names:
-# * FlashInfer's sampler ("Using FlashInfer for top-p & top-k sampling"): about 2.75 float32
-#   copies of rows x vocab (vLLM 0.10.1.1 on A100, dennislee22/vLLM-benchmarking: 0.53 GiB besides
-#   weights at 2,048 tokens / 256 rows). 0.33.0 ships FlashInfer (requirements/cuda.txt) and uses it
-#   by default (VLLM_USE_FLASHINFER_SAMPLER=1, v1/sample/ops/topk_topp_sampler.py:102-160).
-# * PyTorch's fallback ("FlashInfer is not available. Falling back to the PyTorch-native ...") sorts
-#   the logits: about 9.5 copies (H100 logs with 1,024 rows: Llama-3.1-8B 4.76 GiB peak, Qwen3-0.6B
-#   5.56, gpt-oss-20b 7.38, Qwen3-32B 5.64, llm-d/llm-d-benchmark empirical-vllm-memory-results.md;
-#   the V0 engine's sampler likewise, 1.19 GiB at 256 rows in 0.6.4, 0324wy/MapCoder vllm.log).
-# The forward pass and the sampler run one after the other, so the peak is the larger of the two.
-# * Model Runner V2 (`vllm_model_runner`) samples with its own Triton kernels
-#   (v1/worker/gpu/sample/sampler.py, gumbel.py; top-k/top-p by topk_topp_triton.py, no sort):
-#   `_dummy_sampler_run` (v1/worker/gpu/model_runner.py:993, 0.33.0) costs about one float32
-#   copy. Read from one log, an upper bound: Qwen2.5-3B-AWQ, 256 rows, vLLM 0.30.0 prints a
-#   peak of 0.15 GiB, no more than one copy (0.145 GiB) (romeon728/ledgerly-etl vllm_server.log).
-SAMPLER_COPIES = {"flashinfer": 2.75, "native": 9.5, "v2": 1.0}
-
-# Which models run Model Runner V2 by default, per version (`VllmConfig.use_v2_model_runner` and
-# `_is_default_v2_model_runner_model`, config/vllm.py of each wheel): none before 0.22; 0.22 only
-# Qwen3 (dense, unquantized); 0.23 Llama, Mistral and Qwen3 (dense, unquantized); 0.24 those plus
-# DeepSeek-V2 / Qwen2-MoE / Granite-MoE; 0.25-0.28 every dense model and those MoE families
-# (Qwen3-MoE, Mixtral, gpt-oss stay on V1: the 0.26.1 Qwen3-Coder log runs gpu_model_runner.py);
-# 0.29+ every model (only unsupported features fall back to V1).
-_V2_FAMILIES = {(0, 22): ("qwen3",), (0, 23): ("llama", "mistral", "qwen3"),
-                (0, 24): ("llama", "mistral", "qwen3", "deepseek-v2", "qwen2-moe", "granite")}
-_V2_MOE_FAMILIES = ("deepseek-v2", "qwen2-moe", "granite")
-
-
-def _family(s: ModelSpec) -> str:
-    """Return the architecture family vLLM's V2 defaults name, from the model's name/source."""
-    text = f"{s.name} {s.source}".lower().replace("_", "-")
-    if "mixtral" in text:
-        return "mixtral"
-    for fam in ("deepseek-v2", "qwen2-moe", "qwen1.5-moe", "granite", "qwen3", "llama",
-                "mistral"):
-        if fam in text:
-            return "qwen2-moe" if fam == "qwen1.5-moe" else fam
-    return ""
-
-
-def vllm_model_runner(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED) -> str:
-    """Return "v2" where `vllm_version` runs Model Runner V2 by default for `spec`, else "v1"
-    (the rule by version is in the comment above `_V2_FAMILIES`)."""
-    s = _spec(spec)
-    v = _version(vllm_version)
-    if v < (0, 22, 0):
-        return "v1"
-    if v >= (0, 29, 0):
-        return "v2"
-    fam = _family(s)
-    if v < (0, 25, 0):
-        allowed = _V2_FAMILIES[v[:2]]
-        quantized = s.checkpoint_dtype not in ("bf16", "fp16", "fp32")
-        if v < (0, 24, 0) and (s.is_moe or quantized):
-            return "v1"
-        if s.is_moe:                              # a listed MoE architecture (Qwen2MoeFor...)
-            return "v2" if fam in _V2_MOE_FAMILIES else "v1"
-        return "v2" if fam in allowed else "v1"
-    return "v2" if (not s.is_moe or fam in _V2_MOE_FAMILIES) else "v1"
-
-
-def _flashinfer_default(v: tuple[int, int, int]) -> bool:
-    """Whether a version uses FlashInfer's sampler by default: 0.21+ ships FlashInfer with the
-    wheel; older pip installs usually lacked it (their logs print the PyTorch fallback)."""
-    return v >= (0, 21, 0)
-
-
-def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
-                          max_num_batched_tokens: int, max_num_seqs: int,
-                          vllm_version: str = VLLM_PINNED,
-                          flashinfer_sampler: bool | None = None) -> int:
-    """Return the estimated activation peak of vLLM's profiling run on one GPU.
-
-    `profile_run` (gpu_model_runner.py:6072) runs one forward pass over
-    `max_num_batched_tokens` tokens, then the sampler over min(max_num_seqs, tokens) rows.
-    Forward: per token two 16-bit hidden vectors plus the MLP's gate/up and activation outputs
-    (3 x intermediate, split by TP; an MoE token does this for each of its top-k experts, so
-    MoE models peak higher) or attention's q/k/v, whichever is larger. Sampler: float32 logits
-    over the vocabulary, `SAMPLER_COPIES` times (Model Runner V2's Triton sampler where
-    `vllm_model_runner` says V2; otherwise FlashInfer's sampler or PyTorch's; None: the
-    version's default). The peak is the larger of the two.
-    """
-    s = _spec(spec)
-    tp = _positive_int("n_gpus", n_gpus)
-    tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
-    rows = min(_positive_int("max_num_seqs", max_num_seqs), tokens)
-    v = _version(vllm_version)
-    if flashinfer_sampler is None:
-        flashinfer_sampler = _flashinfer_default(v)
-    elif not isinstance(flashinfer_sampler, bool):
-        raise validate.ArgumentTypeError(f"flashinfer_sampler must be True, False or None, got "
-                                         f"{flashinfer_sampler!r}")
-    if s.is_moe:
-        mlp = s.num_experts_per_tok * 3 * s.moe_intermediate_size
-        if s.first_k_dense_replace:
-            mlp = max(mlp, 3 * s.intermediate_size)
-    else:
-        mlp = 3 * s.intermediate_size
-    attn = s.num_attention_heads * (3 * s.head_dim if not s.is_mla else s.head_dim + s.v_head_dim)
-    forward = tokens * 2 * (2 * s.hidden_size + ceil_div(max(mlp, attn), tp))
-    copies = SAMPLER_COPIES["v2" if vllm_model_runner(s, vllm_version) == "v2" else
-                            "flashinfer" if flashinfer_sampler else "native"]
-    sampler = int(copies * rows * s.vocab_size * 4)
-    return max(forward, sampler)
-
-
-def vllm_non_torch_bytes(n_gpus: int = 1, *, pipeline_parallel: int = 1,
-                         vllm_version: str = VLLM_PINNED) -> int:
-    """Return the non-torch memory (CUDA context share, cuBLAS, NCCL and custom all-reduce
-    buffers) vLLM measures per GPU, as start-up logs show it (`NON_TORCH_GIB`)."""
-    tp = _positive_int("n_gpus", n_gpus)
-    ranks = tp * _positive_int("pipeline_parallel", pipeline_parallel)
-    v0 = _version(vllm_version) < (0, 8, 0)
-    key = "tp1" if ranks == 1 else "tp2" if ranks == 2 else "tp4+"
-    return int(NON_TORCH_GIB[("v0_" if v0 else "") + key] * GiB)
-
-
-def vllm_rope_cache_bytes(spec: ModelSpec | str) -> int:
-    """Return the rotary-embedding cos/sin cache vLLM allocates while loading the model.
-
-    `RotaryEmbedding.__init__` (model_executor/layers/rotary_embedding/base.py:58-63, 0.33.0)
-    registers ``cos_sin_cache`` = max_position_embeddings x rotary_dim values in the model's
-    16-bit dtype (`cache.to(dtype)`), once per model (`get_rope` shares one instance,
-    rotary_embedding/__init__.py:84), on every TP rank. It is allocated inside
-    `DeviceMemoryProfiler` around `load_model`, so "Model loading took" includes it: Llama-3.1-8B
-    (131,072 x 128 x 2 B = 0.031 GiB) and Qwen3-30B-A3B (262,144 x 128 x 2 B = 0.0625 GiB) log
-    that much above their parameter bytes.
-    """
-    s = _spec(spec)
-    rotary_dim = s.qk_rope_head_dim if s.is_mla else s.head_dim
-    return s.max_position_embeddings * rotary_dim * 2
-
-
-def vllm_replicated_bytes(spec: ModelSpec | str, n_gpus: int = 1) -> int:
-    """Return what every TP rank holds beyond its even share of the parameters.
-
-    * the rotary cache (`vllm_rope_cache_bytes`), one per rank;
-    * an MoE model's router: `GateLinear` is a `ReplicatedLinear`
-      (model_executor/layers/fused_moe/router/gate_linear.py:22; qwen3_moe.py:170,
-      mixtral.py:111, deepseek_v2.py:321), so each rank holds all experts x hidden 16-bit
-      weights of every MoE layer, not 1/TP of them (Qwen3-30B-A3B on 2 H100s: 28.4571 GiB
-      logged, 12 MiB above the even split plus the rotary cache).
-    """
-    s = _spec(spec)
-    tp = _positive_int("n_gpus", n_gpus)
-    extra = vllm_rope_cache_bytes(s)
-    if s.is_moe and tp > 1:
-        router = (s.num_hidden_layers - s.first_k_dense_replace) * s.n_routed_experts \
-            * s.hidden_size * 2
-        extra += router - ceil_div(router, tp)
-    return extra
-
-
-def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
-                       gpu_memory_utilization: float = 0.9,
-                       weight_dtype: str | DType = "bf16",
-                       max_num_batched_tokens: int, max_num_seqs: int,
-                       pipeline_parallel: int = 1, vllm_version: str = VLLM_PINNED,
-                       cuda_graphs: bool = True, weight_bytes: int | None = None,
-                       flashinfer_sampler: bool | None = None) -> VllmBudget:
-    """Return one GPU's budget the way vLLM `vllm_version` computes it (0.33.0 by default).
-
-    `Worker.determine_available_memory` (v1/worker/gpu_worker.py:641-757): requested memory
-    ``ceil(total x gpu_memory_utilization)`` (`request_memory`, v1/worker/utils.py:716-723, the
-    total is what CUDA reports), minus what the profiling run consumed (`memory_profiling`,
-    utils/mem_utils.py:230-321: weights + non-torch memory + the torch activation peak), minus
-    the CUDA-graph estimate when it is deducted (0.21+). `weight_bytes` overrides the weights
-    (e.g. the logged "Model loading took"); otherwise every parameter at `weight_dtype`, split
-    over TP x PP (`weight_bytes_per_gpu`), plus what every rank holds whole (the rotary cache,
-    an MoE router: `vllm_replicated_bytes`), as "Model loading took" counts them.
-    """
-    s, g = _spec(spec), _gpu(gpu)
-    util = _fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
-    tp = _positive_int("n_gpus", n_gpus)
-    v = _version(vllm_version)
-    if not isinstance(cuda_graphs, bool):
-        raise validate.ArgumentTypeError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
-    if weight_bytes is None:
-        weights = (weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pipeline_parallel)
-                   + vllm_replicated_bytes(s, tp))
-    else:
-        weights = validate.non_negative_int("weight_bytes", weight_bytes)
-    act = vllm_activation_bytes(s, tp, max_num_batched_tokens=max_num_batched_tokens,
-                                max_num_seqs=max_num_seqs, vllm_version=vllm_version,
-                                flashinfer_sampler=flashinfer_sampler)
-    nt = vllm_non_torch_bytes(tp, pipeline_parallel=pipeline_parallel,
-                              vllm_version=vllm_version) / GiB
-    graphs = CUDA_GRAPH_GIB["tp1" if tp == 1 else "tp"] if cuda_graphs else 0.0
-    requested = math.ceil(round(g.memory_bytes * util, 6))
-    how = (f"vLLM {vllm_version}: ceil({g.memory_bytes / GiB:.2f} GiB x {util}) - weights - "
-           f"activations (forward over {max_num_batched_tokens:,} tokens + sampler) - non-torch "
-           f"{nt:.2f} GiB" + (f" - CUDA graphs {graphs:.2f} GiB" if v >= (0, 21, 0) and graphs
-                              else "; CUDA graphs captured after the pool is sized"))
-    return VllmBudget(g.memory_bytes, requested, weights, act, int(nt * GiB), int(graphs * GiB),
-                      v >= (0, 21, 0), how)
-
-
-def vllm_default_caps(gpu: GPU | str, vllm_version: str = VLLM_PINNED, *,
-                      max_model_len: int | None = None) -> tuple[int, int]:
-    """Return `vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on this GPU.
-
-    V1 (0.8+; 0.33.0's `EngineArgs.get_batch_defaults`, engine/arg_utils.py:2950-3000, the
-    OpenAI-server column): >= 160 GiB 16384 / 1024; >= 70 GiB and not an A100 8192 / 1024;
-    otherwise 2048 / 256. The V0 engine (< 0.8) profiled max(max_model_len, 2048) tokens, or 512
-    with chunked prefill (on above a 32K context), and 256 sequences.
-    """
-    g = _gpu(gpu)
-    v = _version(vllm_version)
-    if v < (0, 8, 0):
-        ctx = 2048 if max_model_len is None else _positive_int("max_model_len", max_model_len)
-        return (512 if ctx > 32768 else max(ctx, 2048)), 256
-    if g.memory_bytes >= 160 * GiB:
-        return 16384, 1024
-    if g.memory_bytes >= 70 * GiB and "a100" not in g.name.lower():
-        return 8192, 1024
-    return 2048, 256
-
-
-@dataclass(frozen=True)
-class VllmStartup:
-    """What `vllm serve` computes at start-up on one GPU: the budget and the KV cache it logs."""
-
-    budget: VllmBudget
-    kv_cache: VllmKVCache
-    max_num_batched_tokens: int
-    max_num_seqs: int
-
-    @property
-    def kv_tokens(self) -> int:
-        """Return "GPU KV cache size: N tokens"."""
-        return self.kv_cache.kv_tokens
-
-    @property
-    def max_concurrency(self) -> float:
-        """Return "Maximum concurrency for max_model_len tokens per request"."""
-        return self.kv_cache.max_concurrency
-
-
-def vllm_startup(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
-                 max_model_len: int | None = None, gpu_memory_utilization: float = 0.92,
-                 kv_dtype: str | DType = "bf16", weight_dtype: str | DType | None = None,
-                 max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-                 pipeline_parallel: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
-                 vllm_version: str = VLLM_PINNED, cuda_graphs: bool = True,
-                 flashinfer_sampler: bool | None = None) -> VllmStartup:
-    """Return vLLM's start-up numbers for `spec` on `n_gpus`-way TP of `gpu`, end to end.
-
-    `vllm_memory_budget` (weights at the checkpoint's format unless `weight_dtype` says
-    otherwise, activations, non-torch, CUDA graphs) gives the available KV memory;
-    `vllm_kv_cache` turns it into blocks, "GPU KV cache size" tokens and the maximum
-    concurrency. Defaults are 0.33.0's: `gpu_memory_utilization` 0.92
-    (config/cache.py:215), `max_model_len` the model's `max_position_embeddings`, the scheduler
-    caps `vllm_default_caps`. A budget that leaves no memory for the cache raises ValueError,
-    as vLLM does ("No available memory for the cache blocks").
-    """
-    s, g = _spec(spec), _gpu(gpu)
-    ctx = s.max_position_embeddings if max_model_len is None else max_model_len
-    _positive_int("max_model_len", ctx)
-    d_tokens, d_seqs = vllm_default_caps(g, vllm_version, max_model_len=ctx)
-    tokens = d_tokens if max_num_batched_tokens is None else max_num_batched_tokens
-    seqs = d_seqs if max_num_seqs is None else max_num_seqs
-    budget = vllm_memory_budget(s, g, n_gpus, gpu_memory_utilization=gpu_memory_utilization,
-                                weight_dtype=weight_dtype, max_num_batched_tokens=tokens,
-                                max_num_seqs=seqs, pipeline_parallel=pipeline_parallel,
-                                vllm_version=vllm_version, cuda_graphs=cuda_graphs,
-                                flashinfer_sampler=flashinfer_sampler)
-    if budget.available_kv_bytes <= 0:
-        raise ValueError(f"gpu_memory_utilization: {s.name} on {n_gpus}x {g.name} leaves "
-                         f"{budget.available_kv_bytes / GiB:.2f} GiB for the KV cache "
-                         "(vLLM: 'No available memory for the cache blocks')")
-    cache = vllm_kv_cache(s, n_gpus, available_bytes=budget.available_kv_bytes,
-                          max_model_len=ctx, kv_dtype=kv_dtype, block_size=block_size,
-                          pipeline_parallel=pipeline_parallel, max_num_batched_tokens=tokens,
-                          vllm_version=vllm_version)
-    return VllmStartup(budget, cache, tokens, seqs)

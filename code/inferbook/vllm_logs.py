@@ -9,9 +9,9 @@ values in `inferbook/data/model_configs.json` (no downloads).
 
 Two predictions per record, both through `inferbook.sizing`:
 
-* **from the logged available memory** (`sizing.vllm_kv_cache`): isolates the bytes per token,
+* **from the logged available memory** (`vllm_memory.vllm_kv_cache`): isolates the bytes per token,
   the hybrid allocator's grouping and the block rounding;
-* **end to end** (`sizing.vllm_memory_budget`, then `vllm_kv_cache`): from the model config, the
+* **end to end** (`vllm_memory.vllm_memory_budget`, then `vllm_kv_cache`): from the model config, the
   GPU's CUDA-reported memory and the utilization alone, when the log says which GPU ran it.
 
 `vllm_log_table()` returns one `LogRow` per record (chapter 8 prints it); `summary()` gives the
@@ -23,6 +23,7 @@ statistics with the reason (`SMALL_POOL`), as are V0 logs (`V0_END_TO_END`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, replace
@@ -30,8 +31,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from . import sizing, validate
-from .hardware import GPU, GPUS, gpu as _gpu
+from . import sizing, validate, vllm_memory
+from .hardware import GPU, GPUS
+from .hardware import gpu as _gpu
 from .models import MODELS, ModelSpec
 
 GiB = 2**30
@@ -44,9 +46,10 @@ V0_END_TO_END = ("end-to-end: V0 engine; its non-torch memory (0.16-1.54 GiB per
                  "logs) depends on what the process held since start-up, not on the configuration")
 
 
-# Records whose printed numbers set a constant of `inferbook.sizing` (the training set); every
-# other record is held out: nothing in the model was read from it. summary(held_out=True)
-# reports the errors on the held-out records alone.
+# Records whose printed numbers set a constant of `inferbook.vllm_memory` (the training set);
+# besides them, a development set chosen by the URL's hash before any error was looked at
+# (`in_development_set`: sha256(url) mod 4 == 0) is the one the model's author may look at.
+# Every other record is held out: summary(held_out=True) reports the errors on those alone.
 FIT_RECORDS = {
     "dennislee22-qwen2-7b-tp1-0.25": "SAMPLER_COPIES['flashinfer'], CUDA_GRAPH_GIB['tp1']",
     "dennislee22-qwen2-7b-tp1-0.5": "SAMPLER_COPIES['flashinfer'], CUDA_GRAPH_GIB['tp1']",
@@ -55,6 +58,14 @@ FIT_RECORDS = {
     "daisuketakai-qwen3-32b-h100-tp8-fp8kv": "NON_TORCH_GIB['tp4+']",
     "daisuketakai-qwen3-32b-h100-tp4": "NON_TORCH_GIB['tp4+']",
 }
+
+
+def in_development_set(url: str) -> bool:
+    """Return True for a record's URL in the development set (sha256(url) mod 4 == 0)."""
+    if not isinstance(url, str) or not url:
+        raise validate.ArgumentTypeError(f"url must be a non-empty str, got {url!r}")
+    return int(hashlib.sha256(url.encode()).hexdigest(), 16) % 4 == 0
+
 
 # Pools too small for the 5 % target: the non-KV terms vLLM profiles differ by up to about
 # +-0.2 GiB between logs of like configurations (the PyTorch sampler at 256 rows and a ~152K
@@ -92,7 +103,7 @@ class LogRow:
     tokens_end_to_end: int | None
     concurrency_end_to_end: float | None
     excluded: str | None          # why a check is skipped for this record ("" / None: none)
-    fit: bool = False             # its numbers set a constant (FIT_RECORDS); False: held out
+    fit: bool = False             # in sample (FIT_RECORDS or the development set); False: held out
 
     @staticmethod
     def _err(pred, logged):
@@ -180,7 +191,7 @@ def _caps(r: dict, g: GPU | None) -> tuple[int, int]:
     """The scheduler caps the engine ran with: logged, else that version's serve defaults."""
     tokens, seqs = r.get("max_num_batched_tokens"), r.get("max_num_seqs")
     if (tokens is None or seqs is None) and g is not None:
-        d_tokens, d_seqs = sizing.vllm_default_caps(g, r["vllm_version"],
+        d_tokens, d_seqs = vllm_memory.vllm_default_caps(g, r["vllm_version"],
                                                     max_model_len=r["max_model_len"])
         tokens, seqs = tokens or d_tokens, seqs or d_seqs
     return tokens or 2048, seqs or 256
@@ -194,30 +205,30 @@ def _predict(r: dict) -> LogRow:
     g = _gpu_for(r)
     mnbt, seqs = _caps(r, g)
     exclude = r.get("exclude") or ""
-    if not exclude and sizing._version(r["vllm_version"]) < (0, 8, 0):
+    if not exclude and vllm_memory.parse_version(r["vllm_version"]) < (0, 8, 0):
         exclude = V0_END_TO_END
     both_out = bool(exclude) and not exclude.startswith("end-to-end")
     kv_kwargs = dict(max_model_len=r["max_model_len"], kv_dtype=kv, block_size=r.get("block_size", 16),
                      pipeline_parallel=pp, max_num_batched_tokens=mnbt, vllm_version=r["vllm_version"])
     tok_a = conc_a = None
     if spec is not None and logged.get("available_kv_gib") is not None and not both_out:
-        c = sizing.vllm_kv_cache(spec, tp, available_bytes=int(logged["available_kv_gib"] * GiB),
+        c = vllm_memory.vllm_kv_cache(spec, tp, available_bytes=int(logged["available_kv_gib"] * GiB),
                                  **kv_kwargs)
         tok_a, conc_a = c.kv_tokens, c.max_concurrency
     w_pred = av_pred = tok_e = conc_e = None
     if spec is not None:
         w_dtype = r.get("weight_dtype")
         w_pred = (sizing.weight_bytes_per_gpu(spec, tp, w_dtype, pipeline_parallel=pp)
-                  + sizing.vllm_replicated_bytes(spec, tp)) / GiB
+                  + vllm_memory.vllm_replicated_bytes(spec, tp)) / GiB
     if (spec is not None and g is not None and r.get("gpu_memory_utilization") and not exclude):
-        b = sizing.vllm_memory_budget(
+        b = vllm_memory.vllm_memory_budget(
             spec, g, tp, gpu_memory_utilization=r["gpu_memory_utilization"],
             weight_dtype=r.get("weight_dtype"), max_num_batched_tokens=mnbt, max_num_seqs=seqs,
             pipeline_parallel=pp, vllm_version=r["vllm_version"],
             cuda_graphs=not r.get("enforce_eager", False),
             flashinfer_sampler=r.get("flashinfer_sampler"))
         av_pred = b.available_kv_bytes / GiB
-        c = sizing.vllm_kv_cache(spec, tp, available_bytes=max(0, b.available_kv_bytes), **kv_kwargs)
+        c = vllm_memory.vllm_kv_cache(spec, tp, available_bytes=max(0, b.available_kv_bytes), **kv_kwargs)
         tok_e, conc_e = c.kv_tokens, c.max_concurrency
     small = logged.get("available_kv_gib")
     if tok_e is not None and small is not None and small < SMALL_POOL_GIB:
@@ -226,7 +237,8 @@ def _predict(r: dict) -> LogRow:
                   r["max_model_len"], bool(r.get("text_only", True)), logged["kv_tokens"],
                   logged.get("max_concurrency"), logged.get("available_kv_gib"),
                   logged.get("weights_gib"), tok_a, conc_a, w_pred, av_pred, tok_e, conc_e,
-                  exclude or None, r["id"] in FIT_RECORDS)
+                  exclude or None,
+                  r["id"] in FIT_RECORDS or in_development_set(r["url"]))
 
 
 def vllm_log_table(path: str | Path | None = None) -> list[LogRow]:
@@ -251,15 +263,21 @@ def _rows(rows) -> list[LogRow]:
     return list(rows)
 
 
-def summary(rows: list[LogRow] | None = None, *, held_out: bool = False) -> dict:
+def summary(rows: list[LogRow] | None = None, *, held_out: bool = False,
+            in_sample: bool = False) -> dict:
     """Return n, median and 90th-percentile |error| of the text-only rows, per check
-    (`held_out=True`: only the records no constant was read from, see `FIT_RECORDS`). Rows with
+    (`in_sample=True`: only `FIT_RECORDS` and the development set, `in_development_set`;
+    `held_out=True`: only the others, nothing read from them). Rows with
     an exclusion reason (e.g. `SMALL_POOL`) are left out of the end-to-end statistics."""
     rows = _rows(rows)
     if not isinstance(held_out, bool):
         raise validate.ArgumentTypeError(f"held_out must be True or False, got {held_out!r}")
-    if held_out:
-        rows = [r for r in rows if not r.fit]
+    if not isinstance(in_sample, bool):
+        raise validate.ArgumentTypeError(f"in_sample must be True or False, got {in_sample!r}")
+    if held_out and in_sample:
+        raise ValueError("held_out and in_sample: choose one part (or neither, for all records)")
+    if held_out or in_sample:
+        rows = [r for r in rows if r.fit == in_sample]
     out = {}
     for key in ("error_from_available", "error_end_to_end", "concurrency_error_from_available",
                 "concurrency_error_end_to_end"):
