@@ -1,0 +1,119 @@
+"""The package is a house of floors: a module imports only modules on its own floor or below,
+and no two modules import each other, directly or round a circle.
+
+Every `inferbook` import counts, at the top of a module or inside a function (a lazy import
+is still a dependency), except under `if __name__ == "__main__":`, which runs only when the
+module is the program (`python -m inferbook.recommend` hands over to `inferbook.cli` there).
+A new module must be given a floor here, and DEVELOPERS.md shows the same table.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "code" / "inferbook"
+
+# bottom to top; DEVELOPERS.md "Layout" lists the same floors and what each module owns
+FLOORS = {
+    "foundation": ["arith", "validate", "decision", "hardware", "models", "checkpoint_format",
+                   "vision_towers", "attention_backends", "speculation_math", "notebook",
+                   "exercise_hashes"],
+    "arithmetic": ["sizing", "vllm_memory"],
+    "kernels": ["masks", "softmax", "flash", "io_model", "roofline", "split_kv", "triton_launch",
+                "triton_paged_decode", "triton_flash", "triton_aot", "triton_plots",
+                "triton_device", "gpt", "llama", "tiny_lm"],
+    "cache": ["kv_cache", "blocks", "paged", "decode", "speculative", "fragmentation"],
+    "serving": ["metrics", "workload", "steploop", "prefix_cache", "engine", "cost_model",
+                "sched_trace", "simulate", "capacity"],
+    "planning": ["checkpoints", "rules", "parallelism", "alternatives", "sglang_rules",
+                 "commands", "vllm_logs", "recommend", "render", "cli"],
+    "course": ["grading_walls", "grading_plan", "grading_runner", "grading", "grading_sandbox",
+               "grading_pytest", "kernel_checks", "main"],
+}
+FLOOR_OF = {m: i for i, mods in enumerate(FLOORS.values()) for m in mods}
+NAMES = list(FLOORS)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """Return whether `node` is `if __name__ == "__main__":`."""
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
+
+
+def imports_of(path: Path) -> dict[str, int]:
+    """Return {inferbook module: first line} for every package import in `path`."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    found: dict[str, int] = {}
+    tree = ast.parse(path.read_text(), filename=str(path))
+    tree.body = [n for n in tree.body if not _is_main_guard(n)]
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            if node.level == 1:
+                names = [parts[0]] if node.module else [a.name for a in node.names]
+            elif parts[0] == "inferbook":
+                names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name.split(".")[1] for a in node.names
+                     if a.name.startswith("inferbook.") and a.name.count(".") >= 1]
+        for name in names:
+            if name in modules and name != path.stem:
+                found.setdefault(name, node.lineno)
+    return found
+
+
+GRAPH = {p.stem: imports_of(p) for p in sorted(PACKAGE.glob("*.py")) if p.stem != "__init__"}
+
+
+def test_every_module_has_a_floor():
+    missing = sorted(set(GRAPH) - set(FLOOR_OF))
+    gone = sorted(set(FLOOR_OF) - set(GRAPH))
+    assert not missing, f"give these modules a floor in tests/test_import_floors.py: {missing}"
+    assert not gone, f"these modules are listed but do not exist: {gone}"
+
+
+def test_no_module_imports_one_above_it():
+    upward = [f"{m} ({NAMES[FLOOR_OF[m]]}) imports {d} ({NAMES[FLOOR_OF[d]]}) at line {line}"
+              for m, deps in GRAPH.items() for d, line in deps.items()
+              if m in FLOOR_OF and d in FLOOR_OF and FLOOR_OF[d] > FLOOR_OF[m]]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_circles():
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            for d in GRAPH.get(stack.pop(), {}):
+                if d == goal:
+                    return True
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        return False
+
+    circles = sorted(f"{m} -> {d} -> ... -> {m}" for m, deps in GRAPH.items() for d in deps
+                     if reaches(d, m))
+    assert not circles, "\n".join(circles)
+
+
+def test_the_finder_sees_lazy_imports(tmp_path):
+    """The check itself: an import inside a function is found; a stdlib one and the
+    program entry under the main guard are not."""
+    source = tmp_path / "probe.py"
+    source.write_text("import json\nfrom . import arith\n\ndef f():\n    from .sizing import x\n"
+                      "    import inferbook.rules\n\nif __name__ == '__main__':\n"
+                      "    from .cli import main\n")
+    assert set(imports_of(source)) == {"arith", "sizing", "rules"}
+
+
+@pytest.mark.parametrize("floor", NAMES)
+def test_each_floor_is_listed_in_developers(floor):
+    text = (PACKAGE.parents[1] / "DEVELOPERS.md").read_text()
+    assert f"**{floor}**" in text, f"DEVELOPERS.md does not show the floor {floor!r}"
