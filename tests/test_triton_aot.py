@@ -157,3 +157,48 @@ def test_offsets_past_2_to_the_31_elements():
     run = subprocess.run([sys.executable, "-c", OVERFLOW_SCRIPT], capture_output=True,
                          text=True, env=env, timeout=300, cwd=ROOT)
     assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------
+# the paged decode kernel (inferbook.triton_paged_decode), against its committed table
+# ---------------------------------------------------------------------------------------
+AOT_JSON = ROOT / "outputs" / "benchmarks" / "paged_decode_aot.json"
+
+
+@pytest.fixture(scope="module")
+def paged_decode_compiled():
+    """Llama-3-8B's decode shape (head_dim 128, GQA 4, pages of 16) for every generation."""
+    return aot.compile_paged_decodes([(128, torch.float16, cc, 16, 4, 1) for cc in ARCHS])
+
+
+def test_paged_decode_fits_every_generation_and_matches_its_table(paged_decode_compiled):
+    import json
+
+    table = json.loads(AOT_JSON.read_text())
+    assert table["triton"] == triton.__version__, "recompile: python tests/bench/aot_paged_decode.py"
+    for c in paged_decode_compiled:
+        cc = c.capability
+        what = f"paged decode sm{cc[0]}{cc[1]}"
+        threads = 32 * c.num_warps
+        assert c.shared_bytes <= smem_limit_bytes(cc), what
+        assert c.spill_bytes == 0, f"{what}: spills"
+        assert c.registers <= aot.MAX_REGISTERS_PER_THREAD, what
+        assert c.registers * threads <= aot.REGISTERS_PER_SM, what
+        assert ("mma" in c.ptx) == (cc >= (8, 0)), what
+        resident = aot.occupancy(cc, c.registers, c.shared_bytes, c.num_warps)
+        assert resident["resident"] >= 1, what
+        row = [r for r in table["rows"] if r["capability"] == f"sm{cc[0]}{cc[1]}"
+               and (r["head_dim"], r["page"], r["group"], r["n_q"]) == (128, 16, 4, 1)]
+        assert len(row) == 1, what
+        assert (row[0]["shared_bytes"], row[0]["registers"], row[0]["resident_per_sm"]) == (
+            c.shared_bytes, c.registers, resident), f"{what}: the committed table is stale"
+    # the table's own rows all fit what they claim
+    for r in table["rows"]:
+        assert r["shared_bytes"] <= r["smem_limit_bytes"] and r["spill_bytes"] == 0, r
+
+
+def test_occupancy_by_each_limit():
+    # 128 registers x 128 threads: 4 blocks by registers; 48 KiB: 4 blocks in an A100's 164 KiB
+    by = aot.occupancy((8, 0), 128, 48 * 1024, 4)
+    assert by == dict(registers=4, shared=3, warps=16, blocks=32, resident=3)
+    assert aot.occupancy((7, 5), 32, 0, 8)["warps"] == 4       # a T4 holds 32 warps per SM

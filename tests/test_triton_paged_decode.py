@@ -240,3 +240,16 @@ class _Recorder:
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.log.append(grid)
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="checks the CPU message; on a GPU it benchmarks")
+def test_benchmark_refuses_cleanly_without_a_gpu(tmp_path, capsys):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "bench" / "bench_paged_decode.py"
+    spec = importlib.util.spec_from_file_location("bench_paged_decode", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--out", str(tmp_path)]) == 0
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []

@@ -2,11 +2,15 @@
 
     .venv/bin/python tools/gpu_check.py [--quick]
 
-1. runs tests/test_triton_flash.py natively (no interpreter: CUDA tensors, bf16 included);
-2. runs tests/bench/bench_triton_flash.py, which writes
+1. runs tests/test_triton_flash.py and tests/test_triton_paged_decode.py natively (no
+   interpreter: CUDA tensors, bf16 included);
+2. runs tests/bench/bench_paged_decode.py: the paged decode kernel against SDPA on a contiguous
+   cache, the package's gather + attention and, if installed, flash-attn's paged decode,
+   writing outputs/benchmarks/paged_decode_<gpu>.json (bandwidth reached per method);
+3. runs tests/bench/bench_triton_flash.py, which writes
    outputs/benchmarks/flash_triton_<gpu>.json (GPU, capability, driver, versions, date) and
    prints the table of ratios (ours / SDPA backends / flash-attn);
-3. prints the verdict on the kernel's targets, each derived from the roofline of what the compiled
+4. prints the verdict on the forward kernel's targets, each derived from the roofline of what the compiled
    kernel can use (`target_for`):
    - sm80 and newer: Triton compiles `tl.dot` to tensor-core (mma) instructions, so the kernel
      and SDPA's flash backend (FlashAttention-2) run the same algorithm on the same roof; the
@@ -94,7 +98,13 @@ def main(argv=None) -> int:
               "compiles it ahead of time for sm75-sm100 (tests/test_triton_aot.py).")
         return 2
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
-                            "tests/test_triton_flash.py", "tests/test_triton_aot.py"], cwd=ROOT)
+                            "tests/test_triton_flash.py", "tests/test_triton_paged_decode.py",
+                            "tests/test_triton_aot.py"], cwd=ROOT)
+    paged_spec = importlib.util.spec_from_file_location(
+        "bench_paged_decode", ROOT / "tests" / "bench" / "bench_paged_decode.py")
+    paged_bench = importlib.util.module_from_spec(paged_spec)
+    paged_spec.loader.exec_module(paged_bench)
+    paged_bench.main(["--out", str(ROOT / "outputs" / "benchmarks")] + (["--quick"] if args.quick else []))
     spec = importlib.util.spec_from_file_location(
         "bench_triton_flash", ROOT / "tests" / "bench" / "bench_triton_flash.py")
     bench = importlib.util.module_from_spec(spec)
