@@ -29,7 +29,7 @@ FLOORS = {
     "serving": ["metrics", "workload", "steploop", "prefix_cache", "engine", "cost_model",
                 "sched_trace", "simulate", "capacity"],
     "planning": ["checkpoints", "rules", "parallelism", "alternatives", "sglang_rules",
-                 "commands", "vllm_logs", "recommend", "render", "cli"],
+                 "commands", "vllm_logs", "recommend", "render", "cli", "vllm_gpu_check"],
     "course": ["grading_walls", "grading_plan", "grading_runner", "grading", "grading_sandbox",
                "grading_pytest", "kernel_checks", "main"],
 }
