@@ -20,6 +20,7 @@ from inferbook import sglang_rules
 from inferbook.cli import main
 from inferbook.commands import DATA, check_command
 from inferbook.hardware import gpu
+from inferbook.models import model
 from inferbook.recommend import Workload, recommend
 
 GRID = list(itertools.product(
@@ -211,3 +212,98 @@ def test_numeric_flag_types_match_the_wheels():
 def test_bad_input_names_the_argument(bad, name):
     with pytest.raises((TypeError, ValueError), match=name):
         bad()
+
+
+@pytest.mark.parametrize("argv", [
+    ["vllm", "serve", "m", "-tp", "2", "--max-num-seqs=8", "--max-num-batched-tokens", "32k"],
+    ["vllm", "serve", "m", "--tensor_parallel_size", "2", "--no-async-scheduling",
+     "--disable-prefix-caching", "--max-model-len", "1K"],
+    ["vllm", "serve", "m", "--max-model-len=auto", "-sc", '{"method":"ngram",'
+     '"num_speculative_tokens":2,"prompt_lookup_max":4}'],
+    ["python", "-m", "sglang.launch_server", "--tp-size=2", "--nnodes", "2", "--node-rank", "1",
+     "--dist-init-addr", "10.0.0.1:5000"],
+])
+def test_checker_reads_every_form_the_engines_accept(argv):
+    engine = "vllm" if argv[0] == "vllm" else "sglang"
+    assert check_command(argv, engine) == []
+
+
+def test_checker_reads_values_as_the_engine_does():
+    from inferbook.commands import read_command
+    v, problems = read_command(["vllm", "serve", "m", "-tp=4", "--max-num-batched-tokens", "32k",
+                                "--max-model-len", "2K", "--no-async-scheduling",
+                                "--disable-prefix-caching"], "vllm")
+    assert problems == []
+    assert v["--tensor-parallel-size"] == 4 and v["--max-num-batched-tokens"] == 32000
+    assert v["--max-model-len"] == 2048 and v["--enable-prefix-caching"] is False
+    assert v["--async-scheduling"] is False
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["vllm", "serve", "m", "--max-num-seqs=512", "--max-num-batched-tokens=256"], ">= max_num_seqs"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization", "nan"], "(0, 1]"),
+    (["vllm", "serve", "m", "--gpu-memory-utilization=inf"], "(0, 1]"),
+    (["vllm", "serve", "m", "--speculative-config", '{"method": "ngram",'], "not valid JSON"),
+    (["vllm", "serve", "m", "--speculative-config",
+      '{"method":"eagle3","num_speculative_tokens":3,'
+      '"num_speculative_tokens_per_batch_size":[[1,4,3],[3,8,9]]}'], "row"),
+    (["vllm", "serve", "m", "--speculative-config", '{"method":"ngram","num_speculative_tokens":0}'],
+     "positive integer"),
+    (["vllm", "serve", "m", "--enable-prefix-caching=yes"], "takes no value"),
+    (["vllm", "serve", "m", "-tp", "3", "--nnodes", "2"], "evenly divide"),
+    (["python", "-m", "sglang.launch_server", "--nnodes", "2"], "--dist-init-addr"),
+])
+def test_checker_refuses_what_the_engines_refuse_in_every_form(argv, words):
+    engine = "vllm" if argv[0] == "vllm" else "sglang"
+    problems = check_command(argv, engine)
+    assert any(words in x for x in problems), problems
+
+
+def test_every_plan_names_parsers_from_the_registries():
+    from inferbook import checkpoints
+    sflags = commands_index("sglang")
+    for _, found in checkpoints.FAMILY_PARSERS:
+        for name in (found.sglang_tool,):
+            assert name is None or name in sflags["--tool-call-parser"]["choices"]
+        for name in (found.sglang_reasoning,):
+            assert name is None or name in sflags["--reasoning-parser"]["choices"]
+    agent = recommend("Llama-3.1-8B", "1xH100", Workload("agent"))
+    assert agent.parsers.vllm_tool == "llama3_json"
+    assert "--enable-auto-tool-choice" in agent.vllm_argv and "--tool-call-parser" in agent.sglang_argv
+    chat = recommend("Llama-3.1-8B", "1xH100", Workload("chat"))
+    assert chat.parsers is None and "--tool-call-parser" not in chat.vllm_argv
+
+
+def commands_index(engine):
+    from inferbook.commands import engine_args
+    return {n: f for f in engine_args(engine)["flags"] for n in f.get("names", [])}
+
+
+def test_sglang_running_requests_never_exceed_its_pool():
+    """SGLang sizes its decode CUDA graphs and request slots from --max-running-requests: the
+    plan caps it at what SGLang's own KV pool (static memory - weights) holds."""
+    for m, g, ctx in (("Llama-3.1-70B", "4xH100", 32768), ("Llama-3.1-8B", "1xL4", 8192),
+                      ("Qwen2.5-14B", "2xA100", 8192)):
+        p = recommend(m, g, Workload("chat", context_tokens=ctx))
+        if not p.sglang_argv:
+            continue
+        running = int(p.sglang_argv[p.sglang_argv.index("--max-running-requests") + 1])
+        lay = p.decision("parallelism").value["layout"]
+        pool = p.sglang.value.static_bytes - p.memory.weight_bytes
+        assert 1 <= running <= max(1, pool // lay.kv_bytes(model(m), p.workload.sizing_tokens))
+        assert running <= p.max_num_seqs
+
+
+def test_cli_plans_from_a_config_file(tmp_path, capsys):
+    from inferbook.cli import main
+    from inferbook import vllm_logs
+    cfg = vllm_logs.model_configs()["openai/gpt-oss-20b"]["config"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert main(["--config", str(tmp_path), "--model", "openai/gpt-oss-20b", "--gpu", "2xH100",
+                 "--workload", "agent"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm serve openai/gpt-oss-20b" in out and "--tool-call-parser openai" in out
+    assert main(["--config", str(tmp_path / "nope.json"), "--gpu", "H100"]) == 2
+    assert "--config" in capsys.readouterr().err
+    assert main(["--model", "Llama-3.1-8B", "--gpu", "4xH100", "--num-gpus", "2"]) == 2
+    assert "--gpu '4xH100' already gives a count" in capsys.readouterr().err

@@ -212,11 +212,9 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
     one_gpu = [r for r in pool if engine_gpus(r.layout) == 1 and r.layout.ep == 1
                and r.batch >= min(MIN_REPLICA_BATCH, req.concurrency or MIN_REPLICA_BATCH)
                and r.tokens_per_s >= (1 - ONE_GPU_MARGIN) * best.tokens_per_s]
+    rule = "margin"
     if one_gpu and chosen.layout.tp > 1 and tpot_target_ms is None:
-        chosen = one_gpu[0]
-        target_note += (f"; the model fits one GPU with room for {chosen.batch} running "
-                        f"requests, so it is served as {chosen.layout.dp} independent replicas "
-                        "(no per-token latency target asks for TP)")
+        chosen, rule = one_gpu[0], "one gpu"
     others = sorted((r for r in rates if r is not chosen), key=lambda r: -r.tokens_per_s)
     runner = others[0] if others else None
     lay = chosen.layout
@@ -228,7 +226,14 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
         margin = chosen.tokens_per_s / runner.tokens_per_s - 1
         why += (f", {margin:+.0%} against the runner-up {describe(runner.layout)} "
                 f"({runner.tokens_per_s:,.0f})")
-        if chosen is not best:
+        if chosen is not best and rule == "one gpu":
+            why += (f"; the model fits one GPU with room for {chosen.batch} running requests "
+                    f"and {describe(best.layout)} estimates only "
+                    f"{best.tokens_per_s / chosen.tokens_per_s - 1:.0%} more (under "
+                    f"{ONE_GPU_MARGIN:.0%}), so it runs as {lay.dp} independent replicas: no "
+                    "all-reduce, and a failed GPU takes down one replica (no per-token latency "
+                    "target asks for TP)")
+        elif chosen is not best:
             why += (f"; {describe(best.layout)} estimates {best.tokens_per_s:,.0f}, within "
                     f"{SIMPLICITY_MARGIN:.0%}, so the simpler layout wins (the cost model is not "
                     "that exact, and fewer GPUs per engine fail and restart independently)")
