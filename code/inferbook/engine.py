@@ -54,7 +54,8 @@ def forward_batch(model: GPT | Llama, cache: PagedKVCache, batch: list[tuple[int
         raise ValueError("batch must hold at least one (seq_id, tokens, start)")
     tokens = [t for _, toks, _ in batch for t in toks]
     ctx = PagedContext(cache, [(sid, start, len(toks)) for sid, toks, start in batch])
-    hidden = model.hidden_states(torch.tensor([tokens]), ctx=ctx)  # [1, T, n_embd]
+    hidden = model.hidden_states(torch.tensor([tokens], device=ctx.slot_mapping.device),
+                                 ctx=ctx)  # [1, T, n_embd]
     return model.head(hidden[0, ctx.last_index])
 
 
@@ -137,9 +138,11 @@ class Engine:
         if type(prefix_caching) is not bool:
             raise TypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
         self.model = model.eval()
-        dtype = next(model.parameters()).dtype
-        cfg = model.config  # GQA: the cache holds n_kv_head heads (GPT-2: all of them)
-        self.cache = PagedKVCache(BlockAllocator(num_blocks, block_size), cfg.n_layer, cfg.n_kv_head, cfg.head_dim, dtype)
+        weight = next(model.parameters())  # the cache lives where the model does (a GPU: the
+        cfg = model.config                 # Triton decode kernel, `paged.decode_backend`)
+        # GQA: the cache holds n_kv_head heads (GPT-2: all of them)
+        self.cache = PagedKVCache(BlockAllocator(num_blocks, block_size), cfg.n_layer, cfg.n_kv_head,
+                                  cfg.head_dim, weight.dtype, weight.device)
         self.prefix_cache = PrefixCache(self.cache.allocator) if prefix_caching else None
         self.scheduler = Scheduler(self.cache.blocks, max_num_seqs, max_num_batched_tokens, policy,
                                    chunked_prefill, self.prefix_cache)
