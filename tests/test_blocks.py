@@ -141,7 +141,7 @@ def test_blocks_for_and_paged_reexports_are_the_same_objects():
 
 
 PLANNER = ["simulate", "sizing", "models", "hardware", "blocks", "steploop", "workload", "metrics",
-           "prefix_cache", "recommend", "rules"]
+           "prefix_cache", "sched_trace", "fragmentation", "recommend", "rules"]
 
 
 def test_the_planner_and_the_simulator_import_no_torch():

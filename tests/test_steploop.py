@@ -8,13 +8,20 @@ tests/test_vllm_scheduler.py.
 
 import pytest
 import torch
-
 from inferbook import validate
 from inferbook.blocks import BlockAllocator, BlockManager, check_invariants
 from inferbook.engine import copy_blocks
 from inferbook.paged import PagedKVCache
 from inferbook.prefix_cache import PrefixCache
-from inferbook.steploop import Request, ScheduledStep, Scheduler, ScriptedExecutor, Sequence, run
+from inferbook.sched_trace import schedule_trace
+from inferbook.steploop import (
+    Request,
+    ScheduledStep,
+    Scheduler,
+    ScriptedExecutor,
+    Sequence,
+    run,
+)
 
 
 def serve(requests, num_blocks, budget=16, chunked=False, prefix=False, **kw):
@@ -67,7 +74,7 @@ def test_a_preempted_request_resumes_on_its_own_cached_blocks():
     5 A needs a third block: B is preempted (8 tokens known, 7 computed). When A has finished,
     B resumes on its own first block (4 tokens) and recomputes only the other 4."""
     reqs = [Request(0, (5,) * 4, 9), Request(1, (6,) * 3, 6)]
-    result, log, cache = serve(reqs, 4, prefix=True)
+    result, log, _ = serve(reqs, 4, prefix=True)
     assert log[5]["preempted"] == [1] and result.preemptions == 1
     assert first_row(log, 1) == (9, (1, 4, 4))
     _, log, _ = serve(reqs, 4, prefix=False)
@@ -150,3 +157,32 @@ def test_a_script_shorter_than_a_request_is_refused_before_anything_runs():
         run(sched, [Request(2, (1,), 1)], executor)
     assert executor.log == [] and executor.now() == 0.0
     assert not sched.waiting and not sched.running and books.allocator.num_used_blocks == 0
+
+
+TRACE = {"config": {"num_blocks": 8, "block_size": 4, "max_num_seqs": 2, "max_num_batched_tokens": 8,
+                    "enable_chunked_prefill": True, "enable_prefix_caching": True,
+                    "scheduler_reserve_full_isl": True},
+         "requests": [{"request_id": 0, "prompt": [1] * 9, "outputs": [7, 8], "arrival": 0},
+                      {"request_id": 1, "prompt": [1] * 9, "outputs": [9], "arrival": 1}]}
+
+
+def test_schedule_trace_serves_a_trace_written_in_vllms_terms():
+    """Request 0 prefills 8 + 1 tokens (chunked); request 1 arrives at step 1 and reuses its two
+    full blocks (indexed when step 0 was scheduled)."""
+    steps = schedule_trace(TRACE)
+    assert steps[0] == {"t": 0, "rows": [[0, 0, 8]], "preempted": []}
+    assert steps[1] == {"t": 1, "rows": [[0, 8, 1], [1, 8, 1]], "preempted": []}
+    assert steps[2] == {"t": 2, "rows": [[0, 9, 1]], "preempted": []}
+    assert len(steps) == 3
+
+
+@pytest.mark.parametrize("trace, match", [
+    ([], "trace must be a dict"),
+    ({"config": {"num_blocks": 8}, "requests": []}, "config lacks block_size"),
+    ({**TRACE, "requests": "abc"}, "trace requests must be a list"),
+    ({**TRACE, "requests": [{"request_id": 0, "prompt": [1]}]}, r"requests\[0\] must be a dict with keys"),
+    ({**TRACE, "requests": [{"request_id": 0, "prompt": [1], "outputs": [], "arrival": 0}]}, "outputs"),
+])
+def test_bad_traces_are_refused_by_name(trace, match):
+    with pytest.raises(ValueError, match=match):
+        schedule_trace(trace)

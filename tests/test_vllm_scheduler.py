@@ -3,25 +3,34 @@ preemptions, on seeded traces, against vLLM 0.32.0's own V1 `Scheduler` driven w
 
 `tools/vllm_ref/drive_scheduler.py` runs vLLM's `Scheduler` (in `.venv-vllm`) on each trace,
 with a fake model output that samples the trace's scripted tokens; here `steploop.run` serves
-the same trace with a `steploop.ScriptedExecutor` over the same tokens. The traces cover
+the same trace with a `steploop.ScriptedExecutor` over the same tokens. The random traces cover
 chunked prefill, tight pools with preemption (and resumption on the preempted request's own
 cached blocks), prefix caching with shared system prompts, exact repeats admitted in one step
 and multi-turn chats whose next prompt carries the last reply, `max_num_seqs`,
-`max_num_batched_tokens`, and admission with and without `scheduler_reserve_full_isl`.
+`max_num_batched_tokens`, and admission with and without `scheduler_reserve_full_isl`. The
+named EXAMPLES are the small traces chapters 5 and 6 teach the rules with; their vLLM steps are
+committed in outputs/benchmarks/vllm_scheduler.json (`python tests/test_vllm_scheduler.py`
+rewrites it), which the chapters read, and a test checks that the JSON is this run's.
+
+Without `.venv-vllm` the comparison FAILS with one line (INFERBOOK_SKIP_VLLM=1 skips it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
+from inferbook.sched_trace import schedule_trace
 
-from inferbook.blocks import BlockAllocator, BlockManager
-from inferbook.prefix_cache import PrefixCache
-from inferbook.steploop import Request, Scheduler, ScriptedExecutor, run
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vllm_ref import run_vllm_script
 
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "outputs" / "benchmarks" / "vllm_scheduler.json"
 SEEDS = range(6)
 
 
@@ -63,33 +72,68 @@ def make_trace(seed: int, chunked: bool, prefix: bool, reserve_full: bool) -> di
             "requests": requests}
 
 
-def book_steps(trace: dict) -> list[dict]:
-    """Return the steps the book's step loop takes on `trace`."""
-    cfg = trace["config"]
-    books = BlockManager(BlockAllocator(cfg["num_blocks"], cfg["block_size"]))
-    prefix = PrefixCache(books.allocator) if cfg["enable_prefix_caching"] else None
-    sched = Scheduler(books, cfg["max_num_seqs"], cfg["max_num_batched_tokens"],
-                      chunked_prefill=cfg["enable_chunked_prefill"], prefix_cache=prefix,
-                      reserve_full_prompt=cfg["scheduler_reserve_full_isl"])
-    requests = [Request(r["request_id"], tuple(r["prompt"]), len(r["outputs"]), r["arrival"])
-                for r in trace["requests"]]
-    executor = ScriptedExecutor({r["request_id"]: r["outputs"] for r in trace["requests"]})
-    result = run(sched, requests, executor)
-    for r in trace["requests"]:
-        assert result.outputs[r["request_id"]] == r["outputs"]
-    return [{"t": e["t"], "rows": [list(row) for row in e["rows"]], "preempted": sorted(e["preempted"])}
-            for e in executor.log]
+book_steps = schedule_trace  # the steps the book's step loop takes on a trace
 
+
+def config(num_blocks, budget, chunked, prefix, full=True, max_num_seqs=4, block_size=4):
+    return {"num_blocks": num_blocks, "block_size": block_size, "max_num_seqs": max_num_seqs,
+            "max_num_batched_tokens": budget, "enable_chunked_prefill": chunked,
+            "enable_prefix_caching": prefix, "scheduler_reserve_full_isl": full,
+            "max_model_len": 4096 if chunked else budget}
+
+
+def request(rid, prompt, outputs, arrival=0):
+    return {"request_id": rid, "prompt": list(prompt), "outputs": list(outputs), "arrival": arrival}
+
+
+# The chapters' examples (worked by hand in tests/test_steploop.py; block size 4).
+EXAMPLES = {
+    # ch6: A (12-token prompt) prefills in two chunks of a 4-block pool; B (8 tokens) waits for
+    # blocks for its whole prompt, or, without the rule, is admitted and preempted at once.
+    "full_prompt_admission": {"config": config(4, 8, chunked=True, prefix=False),
+                              "requests": [request(0, [1] * 12, [31, 32]), request(1, [2] * 8, [33])]},
+    "first_chunk_admission": {"config": config(4, 8, chunked=True, prefix=False, full=False),
+                              "requests": [request(0, [1] * 12, [31, 32]), request(1, [2] * 8, [33])]},
+    # ch5: three requests with one 9-token prompt, admitted in one step, hit the first's blocks.
+    "same_step_hit": {"config": config(8, 16, chunked=False, prefix=True),
+                      "requests": [request(i, range(9), [40 + i]) for i in range(3)]},
+    # ch6: B is preempted after its first generated token filled its first block; it resumes
+    # on that block.
+    "resume_on_own_blocks": {"config": config(4, 16, chunked=False, prefix=True),
+                             "requests": [request(0, [5] * 4, range(50, 59)),
+                                          request(1, [6] * 3, range(60, 66))]},
+}
 
 TRACES = [make_trace(seed, chunked, prefix, full) for seed in SEEDS
           for chunked in (True, False) for prefix in (True, False) for full in (True, False)]
 
 
+def digest(steps) -> str:
+    return hashlib.sha256(json.dumps(steps, sort_keys=True).encode()).hexdigest()
+
+
+def vllm_answer() -> dict:
+    """Return vLLM's steps on the random traces and the examples, and a summary of them."""
+    names = list(EXAMPLES)
+    answer = run_vllm_script("drive_scheduler", {"traces": TRACES + [EXAMPLES[n] for n in names]},
+                             timeout=900.0)
+    steps = [t["steps"] for t in answer["traces"]]
+    random_steps = steps[:len(TRACES)]
+    return {
+        "vllm": answer["vllm"],
+        "random": {"traces": len(TRACES), "steps": sum(map(len, random_steps)),
+                   "traces_with_preemptions": sum(any(s["preempted"] for s in t) for t in random_steps),
+                   "preemptions": sum(len(s["preempted"]) for t in random_steps for s in t),
+                   "steps_sha256": digest(random_steps)},
+        "examples": {n: {"trace": EXAMPLES[n], "vllm_steps": st}
+                     for n, st in zip(names, steps[len(TRACES):])},
+        "random_steps": random_steps,
+    }
+
+
 @pytest.fixture(scope="module")
-def vllm_steps():
-    answer = run_vllm_script("drive_scheduler", {"traces": TRACES}, timeout=900.0)
-    assert answer["vllm"].startswith("0.32.0")
-    return [t["steps"] for t in answer["traces"]]
+def vllm():
+    return vllm_answer()
 
 
 def test_the_traces_exercise_every_rule():
@@ -104,15 +148,47 @@ def test_the_traces_exercise_every_rule():
     assert sum(start > 0 for start in first_starts) >= 20  # admitted on a prefix hit
 
 
-def test_every_step_matches_vllm(vllm_steps):
+def test_every_step_matches_vllm(vllm):
     """Same rows (request, start position, tokens) in the same order and the same preemptions,
-    step for step, on every trace."""
+    step for step, on every trace and every example."""
+    assert vllm["vllm"].startswith("0.32.0")
+    pairs = [(f"trace {i}", t, theirs) for i, (t, theirs) in enumerate(zip(TRACES, vllm["random_steps"]))]
+    pairs += [(name, e["trace"], e["vllm_steps"]) for name, e in vllm["examples"].items()]
     compared = 0
-    for i, (trace, theirs) in enumerate(zip(TRACES, vllm_steps)):
+    for name, trace, theirs in pairs:
         ours = book_steps(trace)
         for k, (a, b) in enumerate(zip(ours, theirs)):
-            assert a == b, (f"trace {i} ({trace['config']}): step {k} differs:\n book {a}\n vLLM {b}")
-        assert len(ours) == len(theirs), f"trace {i}: {len(ours)} steps in the book, {len(theirs)} in vLLM"
+            assert a == b, f"{name} ({trace['config']}): step {k} differs:\n book {a}\n vLLM {b}"
+        assert len(ours) == len(theirs), f"{name}: {len(ours)} steps in the book, {len(theirs)} in vLLM"
         compared += len(ours)
-    print(f"{len(TRACES)} traces, {compared} steps compared, all equal")
-    assert compared > 1000
+    print(f"{len(pairs)} traces, {compared} steps compared, all equal")
+    assert vllm["random"]["steps"] > 1000
+
+
+def test_the_examples_show_their_rules(vllm):
+    ex = {n: e["vllm_steps"] for n, e in vllm["examples"].items()}
+    assert not any(s["preempted"] for s in ex["full_prompt_admission"])
+    assert any(s["preempted"] for s in ex["first_chunk_admission"])
+    assert [row[1] for row in ex["same_step_hit"][0]["rows"]] == [0, 8, 8]
+    resumed = [row for s in ex["resume_on_own_blocks"][6:] for row in s["rows"] if row[0] == 1]
+    assert resumed[0][1] == 4
+
+
+def test_the_committed_json_is_this_run(vllm):
+    committed = json.loads(COMMITTED.read_text())
+    assert committed["random"] == vllm["random"]
+    assert committed["examples"] == vllm["examples"]
+    assert committed["vllm"] == vllm["vllm"]
+
+
+if __name__ == "__main__":  # rerun vLLM's scheduler on every trace and write the committed JSON
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bench_util
+
+    result = vllm_answer()
+    del result["random_steps"]
+    result = {"benchmark": "vllm_scheduler",
+              "question": "Does the book's step loop schedule exactly what vLLM's V1 scheduler does?",
+              **result, "versions": bench_util.versions(vllm=result["vllm"])}
+    path = bench_util.write_result(COMMITTED, result)
+    print(f"wrote {path}: {result['random']['traces']} traces, {result['random']['steps']} steps")

@@ -38,7 +38,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import shim  # noqa: E402  (first: fixes the version lookup before vLLM is imported)
+import shim
 
 shim.require_vllm()
 
@@ -50,7 +50,11 @@ def build_scheduler(cfg: dict, model_dir: str):
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+    )
     from vllm.v1.structured_output import StructuredOutputManager
 
     block_size = cfg["block_size"]
