@@ -307,3 +307,29 @@ def test_cli_plans_from_a_config_file(tmp_path, capsys):
     assert "--config" in capsys.readouterr().err
     assert main(["--model", "Llama-3.1-8B", "--gpu", "4xH100", "--num-gpus", "2"]) == 2
     assert "--gpu '4xH100' already gives a count" in capsys.readouterr().err
+
+
+def test_sglang_attention_backend_is_sglangs_default():
+    """SGLang 0.5.23 get_default_attn_backend (srt/arg_groups/model_override_base.py:277-335):
+    FlashInfer (a dependency of the wheel) below Hopper, sm75 included; fa3 on Hopper;
+    trtllm_mha on sm100; MLA: triton below Hopper, FlashInfer on Blackwell. The skill file's
+    backend table says the same."""
+    want = {("Qwen2.5-7B", "T4"): "flashinfer", ("Qwen2.5-7B", "A100"): "flashinfer",
+            ("Qwen2.5-7B", "H100"): "fa3", ("Qwen2.5-7B", "B200"): "trtllm_mha",
+            ("DeepSeek-V2-Lite", "A100"): "triton", ("DeepSeek-V2-Lite", "B200"): "flashinfer"}
+    from inferbook import rules
+    for (m, g), backend in want.items():
+        d = rules.decide_attention_backend(model(m), gpu(g), "bf16")
+        assert d.value["sglang"] == backend, (m, g)
+    skill = (Path(__file__).resolve().parent.parent / "outputs"
+             / "skill-inference-optimizer.md").read_text()
+    row = next(x for x in skill.splitlines() if x.startswith("| sm75 (T4)"))
+    assert "`flashinfer`" in row
+
+
+def test_a_public_eagle3_head_is_named_where_one_exists():
+    from inferbook import checkpoints
+    p = recommend("Llama-3.1-8B", "1xH100", Workload("chat"))
+    assert p.speculation is None
+    head = checkpoints.EAGLE3_HEADS["meta-llama/Llama-3.1-8B-Instruct"]
+    assert head in p.decision("speculative decoding").reason

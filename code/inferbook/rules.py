@@ -386,16 +386,22 @@ def decide_attention_backend(spec: ModelSpec, g: GPU, kv_dtype: str) -> Decision
     """Return value = dict(vllm, flash_attention_version, sglang, hf)."""
     vb = attention_backends.vllm_backend(g.compute_capability, mla=spec.is_mla,
                                          head_dim=spec.head_dim, kv_dtype=kv_dtype)
+    # SGLang 0.5.23's own default (get_default_attn_backend, srt/arg_groups/
+    # model_override_base.py:277-335): MHA: fa3 on Hopper, trtllm_mha on sm100, else
+    # FlashInfer (a dependency of the wheel, so installed; sm75 included) unless the model has
+    # attention sinks (gpt-oss: triton); MLA: fa3 on Hopper, FlashInfer on Blackwell, else triton
     major = g.compute_capability[0]
+    sinks = "gpt-oss" in spec.name.lower()
     sglang = ("triton" if spec.is_mla and major < 9 else
-              {7: "triton", 8: "flashinfer", 9: "fa3"}.get(major, "trtllm_mha"))
+              {9: "fa3", 10: "trtllm_mha"}.get(major, "triton" if sinks else "flashinfer"))
     if spec.is_mla and major >= 10:
         sglang = "flashinfer"
     hf = {7: "sdpa", 8: "flash_attention_2", 9: "flash_attention_3"}.get(major,
                                                                        "flash_attention_4")
     return Decision(dict(vllm=vb.name, flash_attention_version=vb.flash_attention_version,
                          sglang=sglang, hf=hf), vb.why, CH_TRITON,
-                    f"{WHEEL}: platforms/cuda.py::_get_backend_priorities")
+                    f"{WHEEL}: platforms/cuda.py::_get_backend_priorities; sglang 0.5.23 "
+                    "srt/arg_groups/model_override_base.py:277-335")
 
 
 def choose_draft_length(alpha: float, cost_ratio: float, k_max: int = MAX_DRAFT_TOKENS) -> int:
@@ -466,8 +472,10 @@ def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight
         return Decision(None, "throughput workload: large batches already make decode "
                         "compute-bound, so verifying drafts costs real FLOPs", CH_SPEC)
     if found is None:
+        head = checkpoints.EAGLE3_HEADS.get(spec.chat_repo)
         return Decision(None, "no draft: pass an EAGLE-3 head you validated (draft_model=...) "
-                        "to enable it", CH_SPEC)
+                        "to enable it" + (f"; {head} is a public EAGLE-3 head for "
+                                          f"{spec.chat_repo}" if head else ""), CH_SPEC)
     method, alpha, src, cost, k_max = found
     if acceptance_rate is not None and method != "suffix":
         alpha, src, k_max = acceptance_rate, "measured (given)", MAX_DRAFT_TOKENS
