@@ -3,15 +3,16 @@
 from dataclasses import replace
 
 import pytest
-
-from inferbook import recommend, vllm_gpu_check as check, vllm_logs
+from inferbook import recommend, vllm_logs
+from inferbook import vllm_gpu_check as check
 from inferbook.hardware import GPUS
 
 
 def test_without_a_colab_gpu_it_prints_one_line_and_installs_nothing(monkeypatch):
     monkeypatch.delenv("INFERBOOK_RUN_VLLM", raising=False)
     assert check.compare_on_this_gpu() == check.SKIP
-    assert "\n" not in check.SKIP and "GPU" in check.SKIP
+    assert check.SKIP.startswith("Skipped:") and "GPU" in check.SKIP
+    assert max(len(line) for line in check.SKIP.splitlines()) <= 88   # the page's column
 
 
 def test_opted_in_without_cuda_it_still_skips(monkeypatch):

@@ -8,7 +8,6 @@ below builds plans on a grid and asserts they hold the same number of KV blocks.
 import math
 
 import pytest
-
 from inferbook import sizing, vllm_memory
 from inferbook.hardware import gpu
 from inferbook.sizing import weight_bytes

