@@ -24,7 +24,7 @@ FLOORS = {
     "arithmetic": ["sizing", "vllm_memory"],
     "kernels": ["masks", "softmax", "flash", "io_model", "roofline", "split_kv", "triton_launch",
                 "triton_paged_decode", "triton_flash", "triton_aot", "triton_plots",
-                "triton_device", "gpt", "llama", "tiny_lm"],
+                "triton_device", "fp8_attention", "gpt", "llama", "tiny_lm"],
     "cache": ["kv_cache", "blocks", "paged", "decode", "speculative", "fragmentation"],
     "serving": ["metrics", "workload", "steploop", "prefix_cache", "engine", "cost_model",
                 "sched_trace", "simulate", "capacity"],
