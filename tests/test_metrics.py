@@ -98,7 +98,7 @@ def test_itl_slo_checks_the_largest_gap():
     (lambda: SLO(tpot=float("nan")), "tpot"),
     (lambda: SLO(ttft=True), "ttft"),
     (lambda: RequestMetrics(0, 1, 1, -1.0, 0.0, 1.0), "ttft"),
-    (lambda: RequestMetrics(0, 1, 3, 0.1, 0.1, 1.0, 0, (0.1,)), "itl"),
+    (lambda: RequestMetrics(0, 1, 3, 0.1, 0.1, 1.0, 0, (0.1, 0.1, 0.1)), "itl"),
     (lambda: RequestMetrics.from_times(0, 1, 0.0, [], 1.0), "token_times"),
     (lambda: RequestMetrics.from_times(0, 1, 2.0, [1.0], 3.0), "forward"),
     (lambda: RequestMetrics.from_times(0, 1, 0.0, [2.0, 1.0], 3.0), "forward"),
@@ -118,3 +118,9 @@ def test_goodput_fraction_takes_two_limits_as_an_slo():
     assert M.goodput_fraction(ms, 1.0, 0.2) == M.goodput_fraction(ms, SLO(ttft=1.0, tpot=0.2)) == 0.5
     from inferbook import simulate
     assert not hasattr(simulate, "goodput_fraction") and not hasattr(simulate, "p90")  # no pass-through
+
+
+def test_a_streamed_chunk_may_carry_several_tokens():
+    """vLLM's client records one gap per streamed chunk: 3 tokens in 2 chunks give 1 gap."""
+    m = RequestMetrics(0, 1, 3, 0.1, 0.2, 0.5, 0, (0.4,))
+    assert M.values([m], "itl") == [0.4] and M.values([m], "tpot") == [0.2]
