@@ -186,3 +186,23 @@ def test_schedule_trace_serves_a_trace_written_in_vllms_terms():
 def test_bad_traces_are_refused_by_name(trace, match):
     with pytest.raises(ValueError, match=match):
         schedule_trace(trace)
+
+
+def test_the_engine_gives_the_same_tokens_with_same_step_hits_chunks_and_resumed_requests():
+    """The engine can follow the rules: a row may read blocks another row writes in the same
+    step (a same-step hit), a resumed request reads its own cached blocks; greedy tokens stay
+    those of a run without prefix caching (float64)."""
+    from inferbook.engine import serve
+    from inferbook.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, n_positions=128, n_embd=16, n_layer=2, n_head=2)).double().eval()
+    p = tuple(range(1, 21))
+    reqs = [Request(i, p + (i,) * (i % 3), 6) for i in range(5)] + [Request(9, p, 5, 2.0)]
+    kw = dict(num_blocks=30, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, clock="steps")
+    plain = serve(model, reqs, prefix_caching=False, **kw)
+    cached = serve(model, reqs, prefix_caching=True, **kw)
+    tight = serve(model, reqs, prefix_caching=True, chunked_prefill=True,
+                  **{**kw, "num_blocks": 9, "max_num_batched_tokens": 12})
+    assert cached.prefix_hit_rate > 0.5 and tight.preemptions > 0 and tight.prefix_hit_rate > 0.5
+    assert cached.outputs == plain.outputs and tight.outputs == plain.outputs
