@@ -530,3 +530,17 @@ def test_70b_on_8xb200_layout_is_the_simplest_near_the_simulators_best():
     best = max(simulated.values())
     near = [k for k, v in simulated.items() if v >= 0.9 * best]
     assert (p.tensor_parallel, p.data_parallel) == min(near), simulated
+
+
+def test_a_moe_model_wider_than_a_node_ranks_ep_against_pp():
+    """DeepSeek-V3 (671 GB of FP8 weights) does not fit one node of 8 H100s: the plan rates an
+    expert-parallel group over both nodes against TP = 8 x PP = 2, and gives each node its
+    command (the worker headless)."""
+    p = recommend("DeepSeek-V3", "16xH100", Workload("chat"))
+    shapes = {(r.layout.tp, r.layout.pp, r.layout.ep)
+              for r in p.decision("parallelism").value["rates"]}
+    assert (8, 2, 1) in shapes and (1, 1, 16) in shapes
+    assert [c.count for c in p.vllm_nodes] == [1, 1]
+    head, worker = (c.argv for c in p.vllm_nodes)
+    assert head[head.index("--nnodes") + 1] == "2" and "--headless" in worker
+    assert check_command(head, "vllm") == [] and check_command(worker, "vllm") == []

@@ -303,6 +303,12 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
                    if (lay := layout(spec, g, tp, pp, wdtype, req, ep)).sequences(spec, ctx) >= 1]
         if pipeline and not any(lay.pp > 1 for lay in fitting):
             continue
+        if fitting and not pipeline and all(lay.ep > GPUS_PER_NODE for lay in fitting):
+            # only an expert-parallel group wider than a node holds it: rank it against
+            # TP x PP across the same nodes
+            fitting += [lay for tp, pp, ep in layout_shapes(spec, n, max_tp, True) if pp > 1
+                        and (lay := layout(spec, g, tp, pp, wdtype, req)).sequences(spec, ctx)
+                        >= 1]
         if fitting:
             native = (wdtype, quant, why) == ladder[0]
             if not native:
