@@ -68,14 +68,15 @@ class World:
         seqs = [*s.waiting, *s.running]
         return (
             list(a._ref), a.free_blocks(),
-            {k: list(v) for k, v in c._tables.items()}, dict(c._lengths), set(c._finished), c.copies,
+            {k: list(v) for k, v in c.blocks._tables.items()}, dict(c.blocks._lengths), set(c.blocks._finished),
+            c.blocks.copies,
             [t.numpy().tobytes() for t in (*c.k_pool, *c.v_pool)],
             {h: list(b) for h, b in p._blocks_of.items()}, dict(p._hash_of), p.query_tokens, p.hit_tokens, p.evictions,
             self.kv.length, self.kv.k.numpy().tobytes(), self.kv.v.numpy().tobytes(),
             [q.seq_id for q in s.waiting], [q.seq_id for q in s.running], s.num_preemptions,
             [(q.status, q.num_computed, list(q.tokens)) for q in seqs],
             s.cache.allocator.free_blocks(), {k: list(v) for k, v in s.cache._tables.items()},
-            self.engine.cache.allocator.free_blocks(), dict(self.engine.cache._lengths),
+            self.engine.cache.allocator.free_blocks(), dict(self.engine.cache.blocks._lengths),
             self.model.counter.calls,
             {k: list(v) for k, v in self.books._tables.items()}, dict(self.books._lengths),
             set(self.books._finished), self.books.copies, list(self.books.allocator._ref),

@@ -108,9 +108,6 @@ class PagedKVCache:
         shape = (allocator.num_blocks, allocator.block_size, n_kv_heads, head_dim)
         self.k_pool = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self.v_pool = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
-        # the manager's books, by name (the same objects)
-        self._tables, self._lengths, self._finished = (self.blocks._tables, self.blocks._lengths,
-                                                       self.blocks._finished)
 
     @classmethod
     def for_model(cls, config, num_blocks: int, block_size: int = 16, dtype=torch.float32, device="cpu"):
@@ -229,7 +226,7 @@ class PagedKVCache:
         return SequenceCacheView(self, seq_id)
 
     def __repr__(self) -> str:
-        return (f"PagedKVCache({len(self._tables)} sequences, {self.allocator.num_used_blocks}/"
+        return (f"PagedKVCache({len(self.blocks.sequences)} sequences, {self.allocator.num_used_blocks}/"
                 f"{self.allocator.num_blocks} blocks used, block_size={self.block_size})")
 
 
