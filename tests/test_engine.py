@@ -108,7 +108,7 @@ def test_forward_batch_matches_the_model_on_ragged_chunks(model):
     cache = PagedKVCache.for_model(model.config, num_blocks=20, block_size=4, dtype=torch.float64)
     done = [0, 11, 11]  # tokens already in the cache for each sequence
     for i, (toks, d) in enumerate(zip(seqs, done)):
-        cache.add_sequence(i)
+        cache.blocks.add_sequence(i)
         if d:
             cache.append_slots(i, d)
             forward_batch(model, cache, [(i, toks[:d], 0)])

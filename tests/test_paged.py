@@ -73,60 +73,60 @@ def small_cache(num_blocks=8, block_size=4, n_layers=2, n_kv_heads=2, head_dim=3
 
 def test_a_new_block_only_when_the_last_one_is_full():
     c = small_cache(block_size=4)
-    c.add_sequence("s")
+    c.blocks.add_sequence("s")
     sizes = []
     for _ in range(9):
         c.append_slots("s", 1)
-        sizes.append(len(c.block_table("s")))
+        sizes.append(len(c.blocks.block_table("s")))
     assert sizes == [1, 1, 1, 1, 2, 2, 2, 2, 3]
     slots = c.slots("s")
-    table = c.block_table("s")
+    table = c.blocks.block_table("s")
     assert slots.tolist() == [table[t // 4] * 4 + t % 4 for t in range(9)]
     check_invariants(c)
 
 
 def test_finished_sequence_cannot_be_used_or_freed_twice():
     c = small_cache()
-    c.add_sequence("s")
+    c.blocks.add_sequence("s")
     c.append_slots("s", 5)
-    c.free_sequence("s")
+    c.blocks.free_sequence("s")
     assert c.allocator.num_free_blocks == 8
     with pytest.raises(ValueError, match="finished"):
         c.append_slots("s", 1)
     with pytest.raises(ValueError, match="finished"):
-        c.free_sequence("s")
+        c.blocks.free_sequence("s")
     with pytest.raises(ValueError, match="unknown"):
         c.append_slots("never", 1)
 
 
 def test_out_of_blocks_leaves_the_cache_unchanged():
     c = small_cache(num_blocks=3, block_size=4)
-    c.add_sequence("a")
+    c.blocks.add_sequence("a")
     c.append_slots("a", 10)  # 3 blocks
-    before = (c.block_table("a"), c.num_tokens("a"), c.allocator.num_free_blocks)
-    assert not c.can_append("a", 3) and c.can_append("a", 2)
+    before = (c.blocks.block_table("a"), c.blocks.num_tokens("a"), c.allocator.num_free_blocks)
+    assert not c.blocks.can_append("a", 3) and c.blocks.can_append("a", 2)
     with pytest.raises(OutOfBlocksError) as err:
         c.append_slots("a", 3)
     assert err.value.needed == 1 and err.value.free == 0
-    assert (c.block_table("a"), c.num_tokens("a"), c.allocator.num_free_blocks) == before
+    assert (c.blocks.block_table("a"), c.blocks.num_tokens("a"), c.allocator.num_free_blocks) == before
     check_invariants(c)
 
 
 def test_fork_shares_blocks_and_copy_on_write_protects_the_parent():
     c = small_cache(num_blocks=8, block_size=4, n_layers=2, n_kv_heads=1, head_dim=1)
-    c.add_sequence("p")
+    c.blocks.add_sequence("p")
     slots = c.append_slots("p", 6)  # one full block, one block with 2 of 4 slots used
     for layer in range(2):
         vals = torch.arange(6.0).view(6, 1, 1) + 100 * layer
         c.write(layer, slots, vals, -vals)
-    c.fork("p", "c")
-    assert c.block_table("c") == c.block_table("p")
-    assert all(c.allocator.ref_count(b) == 2 for b in c.block_table("p"))
-    assert c.blocks_needed("c", 1) == 1  # the copy of the shared partial block
+    c.blocks.fork("p", "c")
+    assert c.blocks.block_table("c") == c.blocks.block_table("p")
+    assert all(c.allocator.ref_count(b) == 2 for b in c.blocks.block_table("p"))
+    assert c.blocks.blocks_needed("c", 1) == 1  # the copy of the shared partial block
     new = c.append_slots("c", 1)
     c.write(0, new, torch.full((1, 1, 1), 42.0), torch.full((1, 1, 1), 42.0))
-    tp, tc = c.block_table("p"), c.block_table("c")
-    assert tp[0] == tc[0] and tp[1] != tc[1] and c.copies == 1  # full block still shared
+    tp, tc = c.blocks.block_table("p"), c.blocks.block_table("c")
+    assert tp[0] == tc[0] and tp[1] != tc[1] and c.blocks.copies == 1  # full block still shared
     k_p, _ = c.gather(0, "p")
     k_c, v_c = c.gather(0, "c")
     assert k_p.flatten().tolist() == [0, 1, 2, 3, 4, 5]
@@ -134,34 +134,34 @@ def test_fork_shares_blocks_and_copy_on_write_protects_the_parent():
     assert c.gather(1, "c")[0].flatten().tolist()[:6] == [100, 101, 102, 103, 104, 105]
     # The parent's next write goes into its own block, now private: no copy.
     c.append_slots("p", 1)
-    assert c.copies == 1
+    assert c.blocks.copies == 1
     check_invariants(c)
-    c.free_sequence("p")
-    c.free_sequence("c")
+    c.blocks.free_sequence("p")
+    c.blocks.free_sequence("c")
     assert c.allocator.num_free_blocks == 8
 
 
 def test_fork_at_a_block_boundary_copies_nothing():
     c = small_cache(block_size=4)
-    c.add_sequence("p")
+    c.blocks.add_sequence("p")
     c.append_slots("p", 8)
-    c.fork("p", "c")
-    assert c.blocks_needed("c", 1) == 1
+    c.blocks.fork("p", "c")
+    assert c.blocks.blocks_needed("c", 1) == 1
     c.append_slots("c", 1)
-    assert c.copies == 0 and c.block_table("c")[:2] == c.block_table("p")
+    assert c.blocks.copies == 0 and c.blocks.block_table("c")[:2] == c.blocks.block_table("p")
 
 
 def test_add_sequence_validates_blocks():
     c = small_cache(block_size=4)
     with pytest.raises(ValueError, match="free"):
-        c.add_sequence("x", [0])
+        c.blocks.add_sequence("x", [0])
     b = c.allocator.allocate()
     with pytest.raises(ValueError, match="need 2 blocks"):
-        c.add_sequence("x", [b], num_tokens=5)
-    c.add_sequence("x", [b])
-    assert c.num_tokens("x") == 4
+        c.blocks.add_sequence("x", [b], num_tokens=5)
+    c.blocks.add_sequence("x", [b])
+    assert c.blocks.num_tokens("x") == 4
     with pytest.raises(ValueError, match="already exists"):
-        c.add_sequence("x")
+        c.blocks.add_sequence("x")
 
 
 # --- hypothesis: invariants under random operations ---------------------------------------------
@@ -177,7 +177,7 @@ class PagedMachine(RuleBasedStateMachine):
 
     @rule()
     def add(self):
-        self.cache.add_sequence(self.next_id)
+        self.cache.blocks.add_sequence(self.next_id)
         self.shadow[self.next_id] = []
         self.next_id += 1
 
@@ -185,7 +185,7 @@ class PagedMachine(RuleBasedStateMachine):
     @rule(data=st.data(), n=st.integers(1, 9))
     def append(self, data, n):
         seq = data.draw(st.sampled_from(sorted(self.shadow)))
-        if not self.cache.can_append(seq, n):
+        if not self.cache.blocks.can_append(seq, n):
             with pytest.raises(OutOfBlocksError):
                 self.cache.append_slots(seq, n)
             return
@@ -200,7 +200,7 @@ class PagedMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def fork(self, data):
         parent = data.draw(st.sampled_from(sorted(self.shadow)))
-        self.cache.fork(parent, self.next_id)
+        self.cache.blocks.fork(parent, self.next_id)
         self.shadow[self.next_id] = list(self.shadow[parent])
         self.next_id += 1
 
@@ -208,21 +208,21 @@ class PagedMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def free(self, data):
         seq = data.draw(st.sampled_from(sorted(self.shadow)))
-        self.cache.free_sequence(seq)
+        self.cache.blocks.free_sequence(seq)
         del self.shadow[seq]
         with pytest.raises(ValueError):
-            self.cache.free_sequence(seq)
+            self.cache.blocks.free_sequence(seq)
 
     @invariant()
     def counts_and_contents_agree(self):
         check_invariants(self.cache)  # no block owned twice, refs ≥ 0 and = holders, tables cover tokens
         for seq, vals in self.shadow.items():
-            assert self.cache.num_tokens(seq) == len(vals)
+            assert self.cache.blocks.num_tokens(seq) == len(vals)
             assert self.cache.gather(0, seq)[0].flatten().tolist() == vals
 
     def teardown(self):
         for seq in list(self.shadow):
-            self.cache.free_sequence(seq)
+            self.cache.blocks.free_sequence(seq)
         assert self.cache.allocator.num_free_blocks == 12  # every block came back
 
 
@@ -323,10 +323,10 @@ def greedy_paged(model, prompt, new_tokens, cache, seq_id):
 def test_greedy_decoding_through_the_paged_cache_equals_the_contiguous_cache(model, prompt_len):
     prompt = torch.randint(0, 300, (1, prompt_len), generator=torch.Generator().manual_seed(prompt_len))
     cache = PagedKVCache.for_model(model.config, num_blocks=16, block_size=16)
-    cache.add_sequence(0)
+    cache.blocks.add_sequence(0)
     got = greedy_paged(model, prompt, 40, cache, 0)
     assert torch.equal(got, generate_cached(model, prompt, 40).tokens)
-    assert len(cache.block_table(0)) == blocks_for(prompt_len + 39, 16)
+    assert len(cache.blocks.block_table(0)) == blocks_for(prompt_len + 39, 16)
 
 
 def test_forked_completions_equal_independent_runs(model):
@@ -334,21 +334,21 @@ def test_forked_completions_equal_independent_runs(model):
     prompt = torch.randint(0, 300, (1, 21), generator=g)
     firsts = [torch.tensor([[t]]) for t in (5, 77, 150)]
     cache = PagedKVCache.for_model(model.config, num_blocks=16, block_size=8)
-    cache.add_sequence("P")
+    cache.blocks.add_sequence("P")
     with torch.inference_mode():
         model(prompt, cache=cache.view("P"), pos=0)
         for i, first in enumerate(firsts):
-            cache.fork("P", i)
+            cache.blocks.fork("P", i)
             got = greedy_paged(model, first, 10, cache, i)
             ref = generate_cached(model, torch.cat([prompt, first], 1), 10).tokens[:, 21:]
             assert torch.equal(got, ref)
-    assert cache.copies == 3  # 21 = 2·8 + 5: each child copied the shared partial block
+    assert cache.blocks.copies == 3  # 21 = 2·8 + 5: each child copied the shared partial block
     check_invariants(cache)
 
 
 def test_view_refuses_rewrites_and_batches(model):
     cache = PagedKVCache.for_model(model.config, num_blocks=4, block_size=16)
-    cache.add_sequence(0)
+    cache.blocks.add_sequence(0)
     view = SequenceCacheView(cache, 0)
     with torch.inference_mode():
         model(torch.tensor([[1, 2, 3]]), cache=view, pos=0)
@@ -356,7 +356,7 @@ def test_view_refuses_rewrites_and_batches(model):
             model(torch.tensor([[1]]), cache=view, pos=1)
         with pytest.raises(ValueError, match="batch"):
             model(torch.tensor([[1], [2]]), cache=view, pos=3)
-    assert view.length == 3 and cache.block_table(0) == [cache.block_table(0)[0]]
+    assert view.length == 3 and cache.blocks.block_table(0) == [cache.blocks.block_table(0)[0]]
 
 
 def test_batch_view_runs_forks_together_like_one_at_a_time(model):
@@ -364,16 +364,16 @@ def test_batch_view_runs_forks_together_like_one_at_a_time(model):
     prompt = torch.randint(0, 300, (1, 19), generator=g)
     conts = torch.randint(0, 300, (3, 6), generator=g)
     cache = PagedKVCache.for_model(model.config, num_blocks=16, block_size=8)
-    cache.add_sequence("P")
+    cache.blocks.add_sequence("P")
     with torch.inference_mode():
         model(prompt, cache=cache.view("P"), pos=0)
         for i in range(3):
-            cache.fork("P", i)
+            cache.blocks.fork("P", i)
         batched = model(conts, cache=BatchCacheView(cache, [0, 1, 2]), pos=19)
         for i in range(3):
             ref = model(torch.cat([prompt, conts[i:i + 1]], 1))[0, 19:]
             torch.testing.assert_close(batched[i], ref, rtol=1e-5, atol=1e-5)
-    assert cache.copies == 3
+    assert cache.blocks.copies == 3
     check_invariants(cache)
     cache.append_slots(0, 1)
     with pytest.raises(ValueError, match="equal length"):
@@ -382,7 +382,7 @@ def test_batch_view_runs_forks_together_like_one_at_a_time(model):
 
 def test_write_accepts_the_empty_slots_of_append_slots_zero():
     c = small_cache()
-    c.add_sequence("s")
+    c.blocks.add_sequence("s")
     slots = c.append_slots("s", 0)
     assert slots.numel() == 0
     before = [p.clone() for p in c.k_pool]
@@ -398,14 +398,14 @@ def test_the_cache_keeps_its_books_in_a_block_manager():
     from inferbook.blocks import BlockManager
     c = small_cache(block_size=4)
     assert isinstance(c.blocks, BlockManager) and c.blocks.allocator is c.allocator
-    c.add_sequence("p")
+    c.blocks.add_sequence("p")
     c.append_slots("p", 6)
-    c.fork("p", "c")
-    assert c.admission_cost(9) == 3 and c.can_admit(9)
+    c.blocks.fork("p", "c")
+    assert c.blocks.admission_cost(9) == 3 and c.blocks.can_admit(9)
     c.write(0, c.slots("p"), torch.ones(6, 2, 3), torch.ones(6, 2, 3))
     c.append_slots("c", 1)  # copy-on-write of the half-full shared block: tensors copied too
     k_c, _ = c.gather(0, "c")
-    assert torch.equal(k_c[:6], torch.ones(6, 2, 3)) and c.copies == 1
+    assert torch.equal(k_c[:6], torch.ones(6, 2, 3)) and c.blocks.copies == 1
     check_invariants(c)
 
 
