@@ -42,14 +42,14 @@ def cache_with_prefix_cache(num_blocks=8, block_size=4):
 def run_request(cache, prefix, seq_id, tokens, keep=False):
     """Admit a request the way an engine does; store each token's id as its K value."""
     blocks = prefix.match(tokens)
-    cache.add_sequence(seq_id, blocks)
-    start = cache.num_tokens(seq_id)
+    cache.blocks.add_sequence(seq_id, blocks)
+    start = cache.blocks.num_tokens(seq_id)
     slots = cache.append_slots(seq_id, len(tokens) - start)
     vals = torch.tensor(tokens[start:], dtype=torch.float32).view(-1, 1, 1)
     cache.write(0, slots, vals, vals)
-    prefix.insert(tokens, cache.block_table(seq_id))
+    prefix.insert(tokens, cache.blocks.block_table(seq_id))
     if not keep:
-        cache.free_sequence(seq_id)
+        cache.blocks.free_sequence(seq_id)
     return len(blocks)
 
 
@@ -69,7 +69,7 @@ def test_freed_cached_blocks_are_kept_and_evicted_least_recently_used_first():
     run_request(cache, prefix, "a", a)
     run_request(cache, prefix, "b", b)  # freed after a: more recently used
     assert prefix.num_cached_blocks == 4 and cache.allocator.num_free_blocks == 4
-    cache.add_sequence("x")
+    cache.blocks.add_sequence("x")
     cache.append_slots("x", 8)  # needs 2 blocks: a's are the oldest
     assert prefix.evictions == 2
     assert prefix.lookup(a) == [] and len(prefix.lookup(b)) == 2
@@ -78,7 +78,7 @@ def test_freed_cached_blocks_are_kept_and_evicted_least_recently_used_first():
 def test_plain_free_blocks_are_used_before_cached_ones():
     cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
     run_request(cache, prefix, "a", [1] * 8)  # 2 cached blocks, 2 never used
-    cache.add_sequence("x")
+    cache.blocks.add_sequence("x")
     cache.append_slots("x", 8)
     assert prefix.evictions == 0 and len(prefix.lookup([1] * 8)) == 2
 
@@ -87,7 +87,7 @@ def test_a_freed_partial_block_is_reused_before_any_cached_block():
     cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
     run_request(cache, prefix, "a", [1] * 8)  # 2 cached blocks
     run_request(cache, prefix, "b", [2] * 6)  # 1 cached block + 1 partial block (not cached)
-    cache.add_sequence("x")
+    cache.blocks.add_sequence("x")
     cache.append_slots("x", 4)  # takes the freed partial block
     assert prefix.evictions == 0 and prefix.num_cached_blocks == 3
 
@@ -112,14 +112,14 @@ def test_hit_blocks_hold_the_prefix_tokens_and_the_model_agrees():
         for i, tail in enumerate(([5, 6, 7], [9, 9, 9, 9, 9])):
             tokens = system + tail
             blocks = prefix.match(tokens)
-            cache.add_sequence(i, blocks)
-            start = cache.num_tokens(i)
+            cache.blocks.add_sequence(i, blocks)
+            start = cache.blocks.num_tokens(i)
             logits = model(torch.tensor([tokens[start:]]), cache=cache.view(i), pos=start)
             full = model(torch.tensor([tokens]))
             torch.testing.assert_close(logits[0], full[0, start:], rtol=1e-5, atol=1e-5)
-            prefix.insert(tokens, cache.block_table(i))
+            prefix.insert(tokens, cache.blocks.block_table(i))
             assert start == (0 if i == 0 else 16)
-            cache.free_sequence(i)
+            cache.blocks.free_sequence(i)
 
 
 @settings(max_examples=40, deadline=None)
@@ -138,7 +138,7 @@ def test_random_requests_keep_the_invariants_and_hits_return_the_right_tokens(re
         free_hits = sum(cache.allocator.ref_count(b) == 0 for b in hits)
         if not cache.allocator.can_allocate(need + free_hits):
             for seq in live:
-                cache.free_sequence(seq)
+                cache.blocks.free_sequence(seq)
             live = []
             if not cache.allocator.can_allocate(need + sum(cache.allocator.ref_count(b) == 0 for b in hits)):
                 continue
@@ -147,7 +147,7 @@ def test_random_requests_keep_the_invariants_and_hits_return_the_right_tokens(re
         assert cache.gather(0, i)[0].flatten().tolist() == tokens  # reused blocks held these tokens
         check_invariants(cache)
     for seq in live:
-        cache.free_sequence(seq)
+        cache.blocks.free_sequence(seq)
     assert cache.allocator.num_free_blocks == num_blocks
 
 
@@ -211,13 +211,13 @@ def test_a_duplicate_block_is_indexed_behind_the_first_and_serves_once_it_is_evi
     same prefix each keep theirs indexed; a lookup returns the oldest; evicting it leaves the other."""
     cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
     for seq_id in ("a", "b"):  # both computed before either was indexed
-        cache.add_sequence(seq_id)
+        cache.blocks.add_sequence(seq_id)
         cache.append_slots(seq_id, 4)
-    a, b = cache.block_table("a")[0], cache.block_table("b")[0]
+    a, b = cache.blocks.block_table("a")[0], cache.blocks.block_table("b")[0]
     assert prefix.insert([1] * 4, [a]) == 1 and prefix.insert([1] * 4, [b]) == 1
     assert prefix.insert([1] * 4, [a]) == 0  # already indexed under that hash: skipped
     assert prefix.num_cached_blocks == 2 and prefix.lookup([1] * 5) == [a]
-    cache.free_sequence("a")
+    cache.blocks.free_sequence("a")
     prefix.evict(a)
     assert prefix.lookup([1] * 5) == [b]
     prefix.evict(b)
@@ -227,9 +227,9 @@ def test_a_duplicate_block_is_indexed_behind_the_first_and_serves_once_it_is_evi
 def test_insert_from_a_start_block_chains_from_the_indexed_block_before_it():
     cache, prefix = cache_with_prefix_cache(num_blocks=4, block_size=4)
     tokens = list(range(1, 13))  # 3 full blocks
-    cache.add_sequence("s")
+    cache.blocks.add_sequence("s")
     cache.append_slots("s", 12)
-    table = cache.block_table("s")
+    table = cache.blocks.block_table("s")
     with pytest.raises(ValueError, match="start_block=1: block .* not indexed"):
         prefix.insert(tokens, table, start_block=1)
     assert prefix.num_cached_blocks == 0  # refused: nothing indexed

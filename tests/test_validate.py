@@ -88,14 +88,14 @@ def test_non_integer_counts(model):
     with pytest.raises(TypeError, match="k must be an integer"):
         speculative_generate(model, model, prompt, 2, 1.0)
     cache = PagedKVCache(BlockAllocator(4, 4), 1, 1, 2)
-    cache.add_sequence("a")
+    cache.blocks.add_sequence("a")
     with pytest.raises(TypeError, match="n must be an integer"):
         cache.append_slots("a", 1.5)
     with pytest.raises(TypeError, match="num_tokens"):
-        cache.add_sequence("b", [], num_tokens=0.0)
+        cache.blocks.add_sequence("b", [], num_tokens=0.0)
     with pytest.raises(TypeError, match="num_tokens"):
         blocks_for(3.0, 16)
-    assert cache.num_tokens("a") == 0 and "b" not in cache.sequences
+    assert cache.blocks.num_tokens("a") == 0 and "b" not in cache.blocks.sequences
 
 
 def test_duplicate_and_negative_block_ids():
@@ -103,9 +103,9 @@ def test_duplicate_and_negative_block_ids():
     cache = PagedKVCache(alloc, 1, 1, 2)
     b = alloc.allocate()
     with pytest.raises(ValueError, match="more than once"):
-        cache.add_sequence("s", [b, b], num_tokens=8)
+        cache.blocks.add_sequence("s", [b, b], num_tokens=8)
     with pytest.raises(ValueError, match=r"blocks\[0\]"):
-        cache.add_sequence("s", [-1])
+        cache.blocks.add_sequence("s", [-1])
     with pytest.raises(ValueError, match="block must be ≥ 0"):
         alloc.free(-1)
     pool = torch.zeros(4, 4, 1, 2)
@@ -118,7 +118,7 @@ def test_duplicate_and_negative_block_ids():
     prefix = PrefixCache(alloc)
     with pytest.raises(ValueError, match="block_table holds"):
         prefix.insert([1] * 8, [b, b])
-    assert alloc.ref_count(b) == 1 and cache.sequences == [] and prefix.num_cached_blocks == 0
+    assert alloc.ref_count(b) == 1 and cache.blocks.sequences == [] and prefix.num_cached_blocks == 0
 
 
 def test_negative_positions(model):
@@ -128,7 +128,7 @@ def test_negative_positions(model):
     with pytest.raises(ValueError, match="positions"):
         model(torch.tensor([[1, 2]]), torch.tensor([-1, 0]))
     paged = PagedKVCache(BlockAllocator(2, 4), 1, 1, 2)
-    paged.add_sequence("s")
+    paged.blocks.add_sequence("s")
     paged.append_slots("s", 3)
     with pytest.raises(ValueError, match="token range start=-1..stop=3"):
         paged.slots("s", -1)
@@ -169,10 +169,10 @@ def test_a_cache_is_never_broadcast_over_a_bigger_batch(model):
         model(torch.tensor([[1]]), cache=two, pos=0)
     assert one.length == two.length == 0
     paged = PagedKVCache.for_model(CFG, num_blocks=4, block_size=4)
-    paged.add_sequence(0)
+    paged.blocks.add_sequence(0)
     with pytest.raises(ValueError, match="batch"):
         model(torch.tensor([[1], [2]]), cache=paged.view(0), pos=0)
-    assert paged.num_tokens(0) == 0
+    assert paged.blocks.num_tokens(0) == 0
 
 
 def test_bools_are_not_layer_counts():
@@ -211,15 +211,15 @@ def test_fragmentation_arguments():
 def test_a_free_that_would_fail_half_way_changes_nothing():
     alloc = BlockAllocator(4, 2)
     cache = PagedKVCache(alloc, 1, 1, 1)
-    cache.add_sequence("s")
+    cache.blocks.add_sequence("s")
     cache.append_slots("s", 5)  # three blocks
-    table = cache.block_table("s")
+    table = cache.blocks.block_table("s")
     alloc.free(table[1])  # freed behind the table's back
     refs, free = [alloc.ref_count(b) for b in range(4)], alloc.free_blocks()
     with pytest.raises(ValueError, match="already free"):
-        cache.free_sequence("s")
+        cache.blocks.free_sequence("s")
     assert [alloc.ref_count(b) for b in range(4)] == refs and alloc.free_blocks() == free
-    assert cache.block_table("s") == table
+    assert cache.blocks.block_table("s") == table
 
 
 def test_prefix_insert_that_would_fail_half_way_changes_nothing():
