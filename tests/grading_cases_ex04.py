@@ -94,7 +94,24 @@ def attend_q_tile(q, k_ptr, v_ptr, stride_kn, stride_vn, start_m, n_q, n_kv, sm_
 PACKAGE_MODULE = "from inferbook import triton_flash as tf\n\n\n" + _swap(
     ("m_i = m_new\n", "m_i = m_new\n        tf._attend_kv_tiles  # a peek at the book's kernel\n"))
 
-WRONG = [
+# Rule: the causal loop ends after the last key the tile's last row sees (one key short passes
+# every shape whose n_kv - n_q is not 1 more than a multiple of BLOCK_N).
+END_ONE_SHORT = _swap((CAUSAL_END, "end = tl.minimum(start_m + BLOCK_M + n_kv - n_q - 1, n_kv)"))
+# Rule: value j is at v_ptr + j * stride_vn (K's stride reads the wrong rows of V).
+V_WITH_K_STRIDE = _swap(("v_ptr + cols[:, None] * stride_vn", "v_ptr + cols[:, None] * stride_kn"))
+# Rule: hidden keys are masked before the running max (a max over every loaded score).
+MAX_BEFORE_MASK = _swap(('        s = tl.where(visible, s, float("-inf"))\n        m_new = tl.maximum(m_i, tl.max(s, 1))',
+                         '        m_new = tl.maximum(m_i, tl.max(s, 1))\n        s = tl.where(visible, s, float("-inf"))'))
+# Rule: the running max starts at -inf (0 underflows a row whose scores are all far below 0).
+M_STARTS_AT_ZERO = _swap(('m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)', "m_i = tl.zeros([BLOCK_M], tl.float32)"))
+ESCAPES = [
+    (E4, CELL, END_ONE_SHORT, "Part 1/causal, 16 queries x 33 keys (one key past a tile)"),
+    (E4, CELL, V_WITH_K_STRIDE, "Part 1/V rows 32 values apart, K rows 16"),
+    (E4, CELL, MAX_BEFORE_MASK, "Part 1/causal, a hidden key dominating the scores"),
+    (E4, CELL, M_STARTS_AT_ZERO, "Part 1/a row whose scores are all far below 0"),
+]
+
+WRONG = ESCAPES + [
     (E4, CELL, PACKAGE_WRAPPER, "Part 1/your own kernel"),
     (E4, CELL, PACKAGE_MODULE, "Part 1/your own kernel"),
     (E4, CELL, NO_ONE_OVER_L, ONE_TILE),

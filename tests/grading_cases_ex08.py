@@ -28,7 +28,7 @@ BOUNDARIES = {
 }
 
 MARKETING_MEMORY = sol(E8, "budget", "g.memory_bytes * utilization", "g.hbm_bytes * utilization")
-NO_NON_TORCH = sol(E8, "budget", "        + runtime.non_torch_bytes\n", "")
+NO_NON_TORCH = sol(E8, "budget", " + runtime.non_torch_bytes\n", "\n")
 WEIGHTS_NOT_SPLIT = sol(E8, "budget", "-(-spec.n_params * 2 // tp)", "spec.n_params * 2")
 
 
@@ -74,6 +74,18 @@ EIGHT_WHEN_NOTHING_FITS = sol(E8, "tp_degree", "    return None", "    return 8"
 NOT_RAISED = sol(E8, "serve", "tokens = max(max_num_batched_tokens, max_num_seqs)",
                  "tokens = max_num_batched_tokens")
 SGLANG_FLAG = sol(E8, "serve", "--max-model-len", "--context-length")
+# Rule: with more GPUs than KV heads each GPU keeps one (replication), never kv // tp = 0.
+REPLICATION_ZERO = sol(E8, "concurrency", "max(1, spec.num_key_value_heads // tp)",
+                       "spec.num_key_value_heads // tp")
+# Rule: KV heads per GPU are whole heads; kv / tp is right whenever tp divides kv.
+FRACTIONAL_HEADS = sol(E8, "concurrency", "max(1, spec.num_key_value_heads // tp)",
+                       "spec.num_key_value_heads / tp")
+# Rule: an MLA model caches its latent, not KV heads (an MLA model in every grading).
+MLA_AS_GQA = sol(E8, "concurrency", "if spec.is_mla:", "if False:")
+# Rule: any degree 1..8 whose heads split, not only powers of two.
+POWERS_OF_TWO = sol(E8, "tp_degree", "for tp in range(1, 9):", "for tp in (1, 2, 4, 8):")
+# Rule: the utilization flag has two decimals (0.90, not 0.9; one such plan in every grading).
+STR_UTILIZATION = sol(E8, "serve", "{utilization:.2f}", "{utilization}")
 
 WRONG = [
     (E8, "budget", MARKETING_MEMORY, f"Part 1/requested bytes, {EXAMPLE}"),
@@ -89,6 +101,11 @@ WRONG = [
      "Part 3/smallest TP, Llama-3.1-405B on A100 40GB at 8192"),
     (E8, "serve", SGLANG_FLAG, "Part 4/vLLM 0.33 accepts it, Llama-3.1-70B on 4x H100"),
     (E8, "serve", NOT_RAISED, "Part 4/vLLM 0.33 accepts it, hidden plan"),
+    (E8, "concurrency", REPLICATION_ZERO, "Part 2/your code runs"),
+    (E8, "concurrency", FRACTIONAL_HEADS, "Part 2/requests that fit, hidden case"),
+    (E8, "concurrency", MLA_AS_GQA, "Part 2/requests that fit, hidden case"),
+    (E8, "tp_degree", POWERS_OF_TWO, "Part 3/smallest TP, hidden head counts"),
+    (E8, "serve", STR_UTILIZATION, "Part 4/--gpu-memory-utilization, hidden plan"),
 ]
 
 ALTERNATIVES = [

@@ -60,7 +60,37 @@ ALWAYS_TPOT = sol(E9, "limit", 'return "ttft" if late >= slow else "tpot"', 'ret
 SWAPPED = sol(E9, "limit", 'return "ttft" if late >= slow else "tpot"',
               'return "tpot" if late >= slow else "ttft"')
 
+# Rule: a limit of None is no limit, for TTFT too (not only TPOT).
+TTFT_NONE_FAILS = sol(E9, "attainment", "ok_ttft = slo.ttft is None or r.ttft <= slo.ttft",
+                      "ok_ttft = slo.ttft is not None and r.ttft <= slo.ttft")
+# Rule: the knee is the highest rate at >= 0.9, so exactly 0.9 counts.
+KNEE_STRICT = sol(E9, "knee", ">= 0.9", "> 0.9")
+# Rule: the highest such rate of the sweep, not the last one before the first miss.
+KNEE_STOPS_AT_DIP = """
+def my_knee(dep, prompt_tokens, output_tokens, slo, rates):
+    best = None
+    for rate in sorted(rates):
+        if my_attainment(serve_at(dep, rate, prompt_tokens, output_tokens), slo) < 0.9:
+            break
+        best = rate
+    return best
+"""
+# Rule: the sweep is the `rates` argument.
+KNEE_OWN_SWEEP = sol(E9, "knee", "for rate in rates", "for rate in RATES")
+# Rule: a tie between TTFT and TPOT misses is "ttft".
+LIMIT_TIE_TPOT = sol(E9, "limit", 'return "ttft" if late >= slow else "tpot"',
+                     'return "ttft" if late > slow else "tpot"')
+# Rule: a one-token reply never breaks the TPOT limit.
+LIMIT_ONE_TOKEN = sol(E9, "limit", "slow = sum(r.output_tokens > 1 and r.tpot > slo.tpot for r in m)",
+                      "slow = sum(r.tpot > slo.tpot for r in m)")
+
 WRONG = [
+    (E9, "attainment", TTFT_NONE_FAILS, "Part 1/attainment, an SLO on TPOT only"),
+    (E9, "knee", KNEE_STRICT, "Part 2/knee, a sweep that dips, touches 0.9 and is given (hidden)"),
+    (E9, "knee", KNEE_STOPS_AT_DIP, "Part 2/knee, a sweep that dips, touches 0.9 and is given (hidden)"),
+    (E9, "knee", KNEE_OWN_SWEEP, "Part 2/knee, a sweep that dips, touches 0.9 and is given (hidden)"),
+    (E9, "limit", LIMIT_TIE_TPOT, "Part 3/limit, as many TTFT as TPOT misses (hidden)"),
+    (E9, "limit", LIMIT_ONE_TOKEN, "Part 3/limit, one-token replies (hidden)"),
     (E9, "attainment", STRICT, "Part 1/attainment, both at the limit"),
     (E9, "attainment", TTFT_ONLY, "Part 1/attainment, one past each limit"),
     (E9, "attainment", ONE_TOKEN_TPOT, "Part 1/attainment, a one-token request"),

@@ -51,28 +51,32 @@ def fresh_generator() -> torch.Generator:
 def attention_inputs(batch: int, heads: int, kv_heads: int, n_q: int, n_kv: int, head_dim: int,
                      dtype: torch.dtype = torch.float32, device: str = "cpu",
                      generator: torch.Generator | None = None, pad: int = 64,
-                     q_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     q_scale: float = 1.0, v_row_pad: int = 0
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Return (q, k, v), standard normal (q times `q_scale`), as views of NaN-filled storage.
 
     Each (batch, head) owns `n + pad` rows of storage of which the first `n` are the tensor;
     the `pad` rows after them hold NaN, so a kernel that reads a row past the sequence without
     a mask gets NaN in its output (the interpreter does not fault on such reads). The last
-    dimension is contiguous.
+    dimension is contiguous. `v_row_pad` NaN values after each row of V make V's row stride
+    `head_dim + v_row_pad`, K's `head_dim` (a kernel that walks V with K's stride reads NaN).
     """
     for name, value in (("batch", batch), ("heads", heads), ("kv_heads", kv_heads),
                         ("n_q", n_q), ("n_kv", n_kv), ("head_dim", head_dim)):
         validate.positive_int(name, value)
     validate.non_negative_int("pad", pad)
+    validate.non_negative_int("v_row_pad", v_row_pad)
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     gen = generator or fresh_generator()
 
-    def padded(h: int, n: int, scale: float) -> torch.Tensor:
-        store = torch.full((batch, h, n + pad, head_dim), float("nan"), dtype=torch.float32)
-        store[:, :, :n] = torch.randn(batch, h, n, head_dim, generator=gen) * scale
-        return store.to(device=device, dtype=dtype)[:, :, :n]
+    def padded(h: int, n: int, scale: float, row_pad: int = 0) -> torch.Tensor:
+        store = torch.full((batch, h, n + pad, head_dim + row_pad), float("nan"), dtype=torch.float32)
+        store[:, :, :n, :head_dim] = torch.randn(batch, h, n, head_dim, generator=gen) * scale
+        return store.to(device=device, dtype=dtype)[:, :, :n, :head_dim]
 
-    return padded(heads, n_q, q_scale), padded(kv_heads, n_kv, 1.0), padded(kv_heads, n_kv, 1.0)
+    return (padded(heads, n_q, q_scale), padded(kv_heads, n_kv, 1.0),
+            padded(kv_heads, n_kv, 1.0, v_row_pad))
 
 
 def _errors(got: torch.Tensor, ref: torch.Tensor) -> tuple[float, tuple[int, ...] | None]:
