@@ -95,28 +95,28 @@ def valid_history(world: World, data) -> None:
     for i in range(data.draw(st.integers(1, 6), label="ops")):
         op = data.draw(st.sampled_from(["add", "grow", "fork", "free", "index", "kv", "admit",
                                         "books", "sim admit"]))
-        live = w.cache.sequences
+        live = w.cache.blocks.sequences
         if op == "add":
-            w.cache.add_sequence(f"s{i}")
+            w.cache.blocks.add_sequence(f"s{i}")
             w.tokens[f"s{i}"] = []
         elif op == "grow" and live:
             seq = data.draw(st.sampled_from(live))
             n = data.draw(st.integers(1, 5))
-            if w.cache.can_append(seq, n):
+            if w.cache.blocks.can_append(seq, n):
                 tokens = data.draw(st.lists(st.integers(0, CFG.vocab_size - 1), min_size=n, max_size=n))
-                pos = w.cache.num_tokens(seq)
+                pos = w.cache.blocks.num_tokens(seq)
                 with torch.inference_mode():
                     w.model(torch.tensor([tokens]), cache=w.cache.view(seq), pos=pos)
                 w.tokens[seq] += tokens
         elif op == "fork" and live and w.alloc.num_free_blocks > 2:
             parent = data.draw(st.sampled_from(live))
-            w.cache.fork(parent, f"s{i}")
+            w.cache.blocks.fork(parent, f"s{i}")
             w.tokens[f"s{i}"] = list(w.tokens[parent])
         elif op == "free" and live:
-            w.cache.free_sequence(data.draw(st.sampled_from(live)))
+            w.cache.blocks.free_sequence(data.draw(st.sampled_from(live)))
         elif op == "index" and live:
             seq = data.draw(st.sampled_from(live))
-            table = w.cache.block_table(seq)
+            table = w.cache.blocks.block_table(seq)
             if not any(w.prefix.is_cached(b) for b in table):
                 w.prefix.insert(w.tokens[seq], table)
         elif op == "kv" and w.kv.length < 12:
@@ -153,7 +153,7 @@ def valid_history(world: World, data) -> None:
 # --- invalid calls ---------------------------------------------------------------------------
 def invalid_calls(w: World, data):
     """Return (name, thunk) pairs, every one of which must raise ValueError or TypeError."""
-    live = w.cache.sequences
+    live = w.cache.blocks.sequences
     seq = live[0] if live else None
     free_block = w.alloc.free_blocks()[0] if w.alloc.num_free_blocks else None
     used = [b for b in range(w.alloc.num_blocks) if w.alloc.ref_count(b) > 0]
@@ -163,10 +163,10 @@ def invalid_calls(w: World, data):
         ("free bool block", lambda: w.alloc.free(True)),
         ("incref float block", lambda: w.alloc.incref(1.0)),
         ("incref past the pool", lambda: w.alloc.incref(w.alloc.num_blocks)),
-        ("add duplicate blocks", lambda: w.cache.add_sequence("new", [0, 0], num_tokens=2 * BS)),
-        ("add negative block", lambda: w.cache.add_sequence("new", [-1], num_tokens=1)),
-        ("add float num_tokens", lambda: w.cache.add_sequence("new", [], num_tokens=0.0)),
-        ("add negative num_tokens", lambda: w.cache.add_sequence("new", [], num_tokens=-1)),
+        ("add duplicate blocks", lambda: w.cache.blocks.add_sequence("new", [0, 0], num_tokens=2 * BS)),
+        ("add negative block", lambda: w.cache.blocks.add_sequence("new", [-1], num_tokens=1)),
+        ("add float num_tokens", lambda: w.cache.blocks.add_sequence("new", [], num_tokens=0.0)),
+        ("add negative num_tokens", lambda: w.cache.blocks.add_sequence("new", [], num_tokens=-1)),
         ("prefix insert duplicates", lambda: w.prefix.insert([1] * (2 * BS), [5, 5])),
         ("prefix insert negative", lambda: w.prefix.insert([1] * BS, [-1])),
         ("prefix match bad token", lambda: w.prefix.match([1, -3, 2])),
@@ -219,21 +219,21 @@ def invalid_calls(w: World, data):
         ]
     if free_block is not None:
         calls.append(("double free", lambda: w.alloc.free(free_block)))
-        calls.append(("add a free block", lambda: w.cache.add_sequence("new", [free_block], num_tokens=1)))
+        calls.append(("add a free block", lambda: w.cache.blocks.add_sequence("new", [free_block], num_tokens=1)))
     if used:
         calls.append(("prefix insert of an unfreeable mix",
                       lambda: w.prefix.insert([3] * (2 * BS), [used[0], used[0]])))
     if w.sched.running:
         calls.append(("re-add a running sequence", lambda: w.sched.add(w.sched.running[0])))
     if seq is not None:
-        n = w.cache.num_tokens(seq)
+        n = w.cache.blocks.num_tokens(seq)
         view = w.cache.view(seq)
         calls += [
             ("append float", lambda: w.cache.append_slots(seq, 1.5)),
             ("append negative", lambda: w.cache.append_slots(seq, -1)),
             ("append bool", lambda: w.cache.append_slots(seq, True)),
             ("reserve float", lambda: w.cache.reserve(seq, 2.0)),
-            ("fork onto existing", lambda: w.cache.fork(seq, seq)),
+            ("fork onto existing", lambda: w.cache.blocks.fork(seq, seq)),
             ("slots negative start", lambda: w.cache.slots(seq, -1)),
             ("write negative slot", lambda: w.cache.write(0, torch.tensor([-1]), torch.zeros(1, 2, 4),
                                                           torch.zeros(1, 2, 4))),
