@@ -147,6 +147,8 @@ class Walls:
             return self._check_open(args)
         if event in _WRITE_EVENTS:
             paths = [a for a in args if isinstance(a, (str, bytes, os.PathLike))]
+            if event in ("shutil.copyfile", "shutil.copytree"):
+                paths = paths[1:2]                         # the copy is written; its source is read
             if any(self._protected(p) for p in paths):
                 return self._record(f"{event} inside the book or the package ({os.fsdecode(paths[0])})",
                                     always=True)
