@@ -206,3 +206,17 @@ def test_the_engine_gives_the_same_tokens_with_same_step_hits_chunks_and_resumed
                   **{**kw, "num_blocks": 9, "max_num_batched_tokens": 12})
     assert cached.prefix_hit_rate > 0.5 and tight.preemptions > 0 and tight.prefix_hit_rate > 0.5
     assert cached.outputs == plain.outputs and tight.outputs == plain.outputs
+
+
+@pytest.mark.parametrize("copies, match", [
+    ("ab", "copies must be a list"),
+    ([(1, 2, 3)], r"copies\[0\] must be a \(src, dst\) pair"),
+    ([(0, 1), (1, 8)], r"copies\[1\]"),
+    ([(0, -1)], r"copies\[0\]"),
+])
+def test_bad_block_copies_are_refused_before_any_is_made(copies, match):
+    cache = PagedKVCache(BlockAllocator(8, 4), 1, 1, 2)
+    cache.k_pool[0][0] = 1.0
+    with pytest.raises(ValueError, match=match):
+        copy_blocks(cache, copies)
+    assert not cache.k_pool[0][1].any()  # the valid first pair was not copied either

@@ -60,8 +60,19 @@ def forward_batch(model: GPT | Llama, cache: PagedKVCache, batch: list[tuple[int
 
 
 def copy_blocks(cache: PagedKVCache, copies) -> None:
-    """Copy each (src, dst) block's keys and values, in every layer (copy-on-write)."""
-    for src, dst in copies:
+    """Copy each (src, dst) block's keys and values, in every layer (copy-on-write).
+
+    `copies`: (src, dst) block pairs, as a step's schedule carries them (`ScheduledStep.copies`);
+    all are checked before any is made.
+    """
+    if not isinstance(cache, PagedKVCache):
+        raise validate.ArgumentTypeError(f"cache must be a paged.PagedKVCache, got {type(cache).__name__}")
+    pairs = validate.items("copies", copies)
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ValueError(f"copies[{i}] must be a (src, dst) pair of blocks, got {pair!r}")
+        validate.int_list(f"copies[{i}]", pair, 0, cache.allocator.num_blocks - 1)
+    for src, dst in pairs:
         for pool in (*cache.k_pool, *cache.v_pool):
             pool[dst].copy_(pool[src])
 
