@@ -253,7 +253,8 @@ def score_reencoded(model, prompt: Sequence[int], completions: Sequence[Sequence
 
 def _check_scoring(model, prompt, completions, batch: bool):
     """Return (prompt, completions) as lists of token ids, checked against the model."""
-    validate.gpt_model("model", model)
+    validate.has_attributes("model", model, ("config", "head", "hidden_states"),
+                            "an inferbook.gpt.GPT model")
     completions = validate.items("completions", completions)
     vocab, limit = model.config.vocab_size, model.config.n_positions
     prompt = validate.token_ids("prompt", prompt, vocab)
