@@ -35,15 +35,17 @@ WEIGHTS_NOT_SPLIT = sol(E8, "budget", "-(-spec.n_params * 2 // tp)", "spec.n_par
 def _typed_in() -> str:
     """An answer right only for the example (its numbers typed in), computed from the package
     so that it stays right for the example when the budget's terms are refined."""
-    from inferbook import rules
+    from inferbook import rules, vllm_memory
     from inferbook.hardware import gpu
     from inferbook.models import model
-    b = rules.layout(model("Llama-3.1-70B"), gpu("H100 SXM"), 4, 1, "bf16",
+    spec = model("Llama-3.1-70B")
+    b = rules.layout(spec, gpu("H100 SXM"), 4, 1, "bf16",
                      rules.PlanRequest(4, "bf16", "latency", None, 0.92)).budget
+    whole = vllm_memory.vllm_replicated_bytes(spec, 4)   # Part 1 leaves these out
     return (f"def my_kv_budget(spec, g, tp, utilization, runtime):\n"
             f"    # the example's numbers, typed in\n"
-            f"    return {{'requested': {b.usable_bytes}, 'weights': {b.weight_bytes},\n"
-            f"            'kv': {b.kv_budget_bytes}}}\n")
+            f"    return {{'requested': {b.usable_bytes}, 'weights': {b.weight_bytes - whole},\n"
+            f"            'kv': {b.kv_budget_bytes + whole}}}\n")
 
 
 TYPED_IN = _typed_in()
@@ -93,10 +95,10 @@ WRONG = [
     (E8, "budget", WEIGHTS_NOT_SPLIT, f"Part 1/weight bytes per GPU, {EXAMPLE}"),
     (E8, "budget", CALLS_PACKAGE, "Part 1/your own code"),
     (E8, "budget", TYPED_IN, "Part 1/requested bytes, Llama-3.1-70B on H100 SXM, TP=8, u=0.9"),
-    (E8, "concurrency", HEADS_NOT_SPLIT, "Part 2/32K requests, Llama-3.1-70B on H100, TP=2"),
+    (E8, "concurrency", HEADS_NOT_SPLIT, "Part 2/32K requests, Llama-3.1-70B on H100, TP=4"),
     (E8, "concurrency", NO_BLOCKS, "Part 2/requests of 4097 tokens, TP=8"),
     (E8, "concurrency", NEGATIVE, "Part 2/weights do not fit: 0, never negative"),
-    (E8, "tp_degree", ANY_TP, "Part 3/smallest TP, Llama-3.1-70B on H100 SXM at 65536"),
+    (E8, "tp_degree", ANY_TP, "Part 3/smallest TP, Llama-3.1-70B on H100 SXM at 32768"),
     (E8, "tp_degree", EIGHT_WHEN_NOTHING_FITS,
      "Part 3/smallest TP, Llama-3.1-405B on A100 40GB at 8192"),
     (E8, "serve", SGLANG_FLAG, "Part 4/vLLM 0.33 accepts it, Llama-3.1-70B on 4x H100"),
