@@ -114,7 +114,7 @@ def expert_all_to_all_seconds(spec: ModelSpec, g: GPU, lay: Layout, batch: int) 
     layer, each sending batch x top-k x hidden activations of which (ep-1)/ep leave the GPU."""
     eff = FITTED.efficiency()
     crosses = lay.ep > GPUS_PER_NODE
-    moe_layers = spec.num_hidden_layers - spec.first_k_dense_replace
+    moe_layers = spec.n_moe_layers  # as the config marks them (Llama-4 interleaves)
     message = (batch * max(spec.num_experts_per_tok, 1) * spec.hidden_size * ACTIVATION_BYTES
                * (lay.ep - 1) / lay.ep)
     one = eff.allreduce_latency_s + message / (eff.link_efficiency * link_bytes_per_s(g, crosses))
