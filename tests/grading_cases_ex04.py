@@ -112,8 +112,10 @@ ESCAPES = [
 ]
 
 WRONG = ESCAPES + [
-    (E4, CELL, PACKAGE_WRAPPER, "Part 1/your own kernel"),
-    (E4, CELL, PACKAGE_MODULE, "Part 1/your own kernel"),
+    # The walls (grading_walls) refuse the package's kernel before the "your own kernel" check
+    # runs: compiling it reads its code, which the part forbids, so the answer fails there.
+    (E4, CELL, PACKAGE_WRAPPER, "Part 1/checks untouched"),
+    (E4, CELL, PACKAGE_MODULE, "Part 1/checks untouched"),
     (E4, CELL, NO_ONE_OVER_L, ONE_TILE),
     (E4, CELL, BASE_E_SCALE, ONE_TILE),
     (E4, CELL, LSE_BASE_2, ONE_TILE),

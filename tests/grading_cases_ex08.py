@@ -103,7 +103,9 @@ WRONG = [
      "Part 3/smallest TP, Llama-3.1-405B on A100 40GB at 8192"),
     (E8, "serve", SGLANG_FLAG, "Part 4/vLLM 0.33 accepts it, Llama-3.1-70B on 4x H100"),
     (E8, "serve", NOT_RAISED, "Part 4/vLLM 0.33 accepts it, hidden plan"),
-    (E8, "concurrency", REPLICATION_ZERO, "Part 2/your code runs"),
+    # kv // tp = 0 raises on a drawn model whose KV bytes it divides by, else gives a wrong count
+    (E8, "concurrency", REPLICATION_ZERO,
+     ("Part 2/your code runs", "Part 2/requests that fit, hidden case")),
     (E8, "concurrency", FRACTIONAL_HEADS, "Part 2/requests that fit, hidden case"),
     (E8, "concurrency", MLA_AS_GQA, "Part 2/requests that fit, hidden case"),
     (E8, "tp_degree", POWERS_OF_TWO, "Part 3/smallest TP, hidden head counts"),

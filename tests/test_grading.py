@@ -171,9 +171,11 @@ def test_wrong_answer_fails_first_at_the_named_check(case, tmp_root):
     index = [i for i, w in enumerate(WRONG) if w[0] == name].index(case)
     report = graded(name, tmp_root)[0][f"wrong-{index}"]
     assert not report.passed
-    assert report.first_failure() == expected, report.text
+    # a row may name several checks when which one fails first depends on the hidden draw
+    allowed = expected if isinstance(expected, tuple) else (expected,)
+    assert report.first_failure() in allowed, report.text
     message = next(m for _, s, m in report.parts if s == "FAIL")
-    assert message.startswith(f"CHECK FAILED [{expected}]: "), report.text
+    assert message.startswith(f"CHECK FAILED [{report.first_failure()}]: "), report.text
 
 
 def test_no_message_reveals_a_closed_form(tmp_root):
