@@ -176,7 +176,7 @@ def short() -> None:
     (OUT / "vllm_serve_short.json").write_text(json.dumps(dict(
         options=SHORT, wall_s=time.perf_counter() - start,
         note="vllm bench serve --save-result --save-detailed, generated_texts dropped",
-        results={r["file"]: r["raw"] for r in runs})))
+        results={r["file"]: portable(r["raw"]) for r in runs})))
     print(f"wrote {OUT / 'vllm_serve_short.json'} ({time.perf_counter() - start:.0f} s)")
 
 
@@ -261,8 +261,15 @@ def main(argv=None) -> None:
     (OUT / "vllm_serve_runs.json").write_text(json.dumps(
         dict(vllm=sweep["vllm"], note="vllm bench serve --save-result --save-detailed, "
              f"generated_texts dropped, repeats < {KEEP_REPEATS} of every rate",
-             results={r["file"]: r["raw"] for r in runs if r["repeat"] < KEEP_REPEATS})))
+             results={r["file"]: portable(r["raw"]) for r in runs
+                      if r["repeat"] < KEEP_REPEATS})))
     print(f"wrote {OUT / 'vllm_serve.json'} and vllm_serve_runs.json")
+
+
+def portable(raw: dict) -> dict:
+    """Return a saved result with the temporary model folder named by its role, not its path."""
+    return {k: ("<random-weight model folder>" if k in ("model_id", "tokenizer_id") else v)
+            for k, v in raw.items()}
 
 
 if __name__ == "__main__":
