@@ -140,3 +140,64 @@ def test_merge_partials_checks():
         merge_partials(o.tolist(), lse)
     with pytest.raises(TypeError, match="lses.dtype"):
         merge_partials(o, lse.long())
+
+
+# ---------------------------------------------------------------------------------------
+# flash-attn's split counts
+# ---------------------------------------------------------------------------------------
+from inferbook import split_kv  # noqa: E402
+
+
+def test_fa2_heuristic_the_example_in_its_comment():
+    # flash_api.cpp: "batch * n_heads = 48 and we have 108 SMs, having 2 splits
+    # (efficiency = 0.89) is better than having 3 splits (efficiency = 0.67)"
+    assert split_kv.fa2_num_splits_heuristic(48, 108, 64, 128) == 2
+
+
+def reference_fa2(bnm, sms, n_blocks, max_splits):
+    """The same rule written from its description, in exact fractions."""
+    from fractions import Fraction
+
+    if bnm >= 0.8 * sms:
+        return 1
+    top = min(max_splits, sms, n_blocks)
+    ok = [s for s in range(1, top + 1)
+          if s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))]
+    eff = {s: Fraction(bnm * s, sms) / -(-(bnm * s) // sms) for s in ok}
+    best = max(eff.values())
+    return next(s for s in ok if eff[s] >= Fraction(85, 100) * best)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 300), st.integers(1, 300), st.integers(1, 128))
+def test_fa2_heuristic_is_its_rule(bnm, sms, n_blocks, max_splits):
+    # float32 vs exact fractions can only differ at an efficiency exactly on 85 %
+    assert split_kv.fa2_num_splits_heuristic(bnm, sms, n_blocks, max_splits) == reference_fa2(
+        bnm, sms, n_blocks, max_splits)
+
+
+def test_fa2_num_splits_llama_decode():
+    # Llama-3.1-8B decode at batch 1 on an H100 (132 SMs): the GQA swap makes 8 programs
+    # (KV heads) of 4 rows; 256 key blocks of 128; 2 x 132 slots. The smallest S with
+    # 8 S / 264 >= 0.85 is 29 (its blocks per split, 9, differ from 28's, 10).
+    assert split_kv.fa2_num_splits(1, 32, 8, 1, 32_768, 128, 132) == 29
+    # 2K context: 16 key blocks; only S in {1, 2, 3, 4, 6, 8, 16} change the blocks per split
+    assert split_kv.fa2_num_splits(1, 32, 8, 1, 2048, 128, 132) == 16
+    # batch 64: 512 programs >= 0.8 x 264: no split
+    assert split_kv.fa2_num_splits(64, 32, 8, 1, 32_768, 128, 132) == 1
+    # head_dim 64 -> key blocks of 256; head_dim 256 -> of 64
+    assert split_kv.fa2_num_splits(1, 8, 8, 1, 512, 64, 132) == 2      # 2 key blocks
+    assert split_kv.fa2_num_splits(1, 8, 8, 1, 512, 256, 132) == 8     # 8 key blocks
+    with pytest.raises(ValueError, match="kv_heads"):
+        split_kv.fa2_num_splits(1, 30, 8, 1, 512, 128, 132)
+    with pytest.raises(ValueError, match="head_dim"):
+        split_kv.fa2_num_splits(1, 8, 8, 1, 512, 512, 132)
+
+
+def test_fa4_splits_only_when_asked():
+    assert split_kv.fa4_num_splits(8, 256, 132) == 1                     # default: no split
+    assert split_kv.fa4_num_splits(8, 256, 132, num_splits=3) == 3      # as passed
+    assert split_kv.fa4_num_splits(8, 256, 132, num_splits=0) == 16     # 132 // 8
+    assert split_kv.fa4_num_splits(8, 4, 132, num_splits=0) == 1        # <= 4 key blocks
+    assert split_kv.fa4_num_splits_heuristic(200, 132, 256) == 0        # as the code returns
+    assert split_kv.fa4_num_splits_heuristic(1, 132, 256) == 128        # max_splits

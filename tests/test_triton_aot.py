@@ -107,6 +107,27 @@ def test_every_head_dim_fits_fp16_causal(cc, fp16_causal):
         check_compiled(compiled)
 
 
+def test_forward_table_is_what_the_compiler_reports(fp16_causal):
+    """outputs/benchmarks/flash_forward_aot.json (chapter 4 reads it) against this compile."""
+    import json
+
+    from inferbook.triton_launch import occupancy
+
+    table = json.loads((ROOT / "outputs" / "benchmarks" / "flash_forward_aot.json").read_text())
+    assert table["triton"] == triton.__version__, "recompile: python tests/bench/aot_flash_forward.py"
+    rows = {(r["capability"], r["head_dim"]): r for r in table["rows"]}
+    assert len(rows) == len(fp16_causal)
+    for c in fp16_causal:
+        cc = c.capability
+        r = rows[(f"sm{cc[0]}{cc[1]}", c.head_dim)]
+        usage = resource_usage(c.cubin)
+        got = (c.config, c.shared_bytes, usage["REG"],
+               occupancy(cc, usage["REG"], c.shared_bytes, c.config[2]))
+        want = ((r["block_m"], r["block_n"], r["num_warps"], r["num_stages"]),
+                r["shared_bytes"], r["registers"], r["resident_per_sm"])
+        assert got == want, f"sm{cc[0]}{cc[1]} d={c.head_dim}: the committed table is stale"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cc", ARCHS, ids=[f"sm{a}{b}" for a, b in ARCHS])
 def test_full_grid_bf16_and_not_causal(cc, rest_of_grid):

@@ -143,3 +143,101 @@ def test_packed_strides_walk_heads_as_rows():
 def test_bad_input_names_the_argument(call, words):
     with pytest.raises((TypeError, ValueError), match=words):
         call()
+
+
+# ---------------------------------------------------------------------------------------
+# occupancy, waves and causal load balance
+# ---------------------------------------------------------------------------------------
+def naive_by_registers(registers, num_warps):
+    return 65536 // (registers * 32 * num_warps)
+
+
+def test_occupancy_rounds_registers_per_warp_and_per_sub_partition():
+    # 95 registers: 3040 per warp -> 3072; 16384 // 3072 = 5 warps per sub-partition,
+    # 20 per SM: five 4-warp programs (the paged decode kernel on an H100)
+    by = launch.occupancy((9, 0), 95, 12288, 4)
+    assert by == dict(registers=5, shared=17, warps=16, blocks=32, resident=5)
+    # 33 registers: 1056 per warp -> 1280 (the 256-register unit); 12 warps per
+    # sub-partition -> 12 programs of 4 warps, not the 15 that 65536 / (33 x 128) gives
+    assert launch.occupancy((8, 0), 33, 0, 4)["registers"] == 12
+    assert naive_by_registers(33, 4) == 15
+    # 192 registers, one warp: 6144 per warp, 2 per sub-partition -> 8 programs, not 10
+    assert launch.occupancy((8, 0), 192, 0, 1)["registers"] == 8
+    assert naive_by_registers(192, 1) == 10
+    # 255 registers x 8 warps: 8160 -> 8192 per warp x 8 = 65536 fits; 2 per partition -> 1
+    assert launch.occupancy((9, 0), 255, 0, 8)["registers"] == 1
+
+
+def test_occupancy_rounds_shared_memory_and_adds_the_reservation():
+    # sm80: 41,000 B + 1 KiB reserved -> 42,112 (128-byte units); 164 KiB // that = 3, not 4
+    assert launch.occupancy((8, 0), 32, 41_000, 4)["shared"] == 3
+    assert 164 * 1024 // 41_000 == 4
+    # 48 KiB + 1 KiB: 3 in an A100's 164 KiB; the T4 reserves nothing, 256-byte units
+    assert launch.occupancy((8, 0), 128, 48 * 1024, 4) == dict(
+        registers=4, shared=3, warps=16, blocks=32, resident=3)
+    assert launch.occupancy((7, 5), 32, 16 * 1024, 4)["shared"] == 4
+    assert launch.occupancy((7, 5), 32, 16 * 1024 + 1, 4)["shared"] == 3
+    assert launch.occupancy((7, 5), 32, 0, 8)["warps"] == 4      # a T4 holds 32 warps per SM
+    # no shared memory: the block cap (16 on sm86) is what is left
+    assert launch.occupancy((8, 6), 16, 0, 1)["resident"] == 16
+
+
+def test_sm_limits_per_generation():
+    want = {(7, 5): (16, 32, 64), (8, 0): (32, 64, 164), (8, 6): (16, 48, 100),
+            (8, 9): (24, 48, 100), (9, 0): (32, 64, 228), (10, 0): (32, 64, 228)}
+    for cc, (blocks, warps, smem_kib) in want.items():
+        lim = launch.sm_limits(cc)
+        assert (lim.max_blocks, lim.max_warps) == (blocks, warps)
+        assert launch.smem_per_sm_bytes(cc) == smem_kib * 1024
+        # the per-block limit is what the SM has less the runtime's reservation
+        assert launch.smem_limit_bytes(cc) == smem_kib * 1024 - lim.reserved_smem_bytes
+    with pytest.raises(ValueError, match="sm70"):
+        launch.sm_limits((7, 0))
+
+
+def test_occupancy_refuses_what_no_launch_has():
+    for args, words in [(((9, 0), 0, 0, 4), "registers"), (((9, 0), 256, 0, 4), "registers"),
+                        (((9, 0), 32, -1, 4), "shared_bytes"), (((9, 0), 32, 0, 0), "num_warps"),
+                        (((6, 1), 32, 0, 4), "sm61")]:
+        with pytest.raises(ValueError, match=words):
+            launch.occupancy(*args)
+
+
+def test_waves_count_every_resident_program():
+    # SM + 1 programs: two rounds with one program per SM, one with five
+    assert launch.waves(133, 132, 1) == 2
+    assert launch.waves(133, 132, 5) == 1
+    assert launch.waves(132 * 5 + 1, 132, 5) == 2
+    assert launch.wave_efficiency(133, 132) == pytest.approx(133 / 264)
+    assert launch.wave_efficiency(96, 108) == pytest.approx(96 / 108)
+    with pytest.raises(ValueError, match="programs"):
+        launch.waves(0, 132, 1)
+
+
+def test_causal_tile_work_matches_the_kernel_schedule():
+    import os
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    tf = pytest.importorskip("inferbook.triton_flash")
+    for n, bm, bn in [(1000, 128, 64), (300, 64, 32), (4096, 128, 128), (100, 32, 32)]:
+        work = launch.causal_tile_work(n, bm, bn)
+        for i, w in enumerate(work):
+            full, masked = tf.kv_tile_schedule(i, n, n, bm, bn, causal=True)
+            assert w == -(-masked // bn), (n, bm, bn, i)
+    assert launch.causal_tile_work(1024, 128, 64) == [2 * (i + 1) for i in range(8)]
+
+
+def test_longest_first_shortens_a_causal_launch():
+    work = launch.causal_tile_work(4096, 128, 64)        # 32 Q tiles: 2, 4, ..., 64
+    assert launch.makespan(work, 1) == sum(work)
+    assert launch.makespan(work, len(work)) == max(work)
+    in_order, longest_first = launch.makespan(work, 8), launch.makespan(work[::-1], 8)
+    assert longest_first < in_order
+    assert longest_first >= sum(work) / 8                 # never below perfect balance
+    assert launch.makespan([3, 3, 2, 2, 2], 2) == 7       # longest first is not always best:
+    assert launch.makespan([3, 2, 2, 3, 2], 2) == 6       # this order reaches the optimum
+    with pytest.raises(ValueError):
+        launch.makespan([], 4)
+    with pytest.raises(ValueError):
+        launch.makespan([1, -1], 4)

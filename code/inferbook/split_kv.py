@@ -3,6 +3,9 @@
 - `split_kv_attention(q, k, v, num_splits, scale=None)` -> `(o, lse)`: non-causal attention of
   a few query rows over the whole cache, computed as `num_splits` KV chunks and a merge.
 - `merge_partials(outputs, lses)` -> `(o, lse)`: the exact merge of partial attention results.
+- `fa2_num_splits_heuristic(...)`, `fa2_num_splits(...)`: how many splits flash-attn 2 chooses
+  (csrc/flash_attn/flash_api.cpp), line for line; `fa4_num_splits(...)`: FlashAttention-4's
+  rule (flash_attn/cute/interface.py), which runs only when the caller passes num_splits < 1.
 
 Shapes as in `inferbook.triton_flash`: `q: [batch, heads, n_q, d]`, `k, v: [batch, kv_heads,
 n_kv, d]` with `heads % kv_heads == 0`; `lse` natural log. No Triton needed.
@@ -12,11 +15,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from . import validate
+from .arith import ceil_div
 
-__all__ = ["split_kv_attention", "merge_partials", "check_qkv"]
+__all__ = ["split_kv_attention", "merge_partials", "check_qkv", "fa2_num_splits_heuristic",
+           "fa2_num_splits", "fa4_num_splits_heuristic", "fa4_num_splits"]
 
 
 def check_qkv(q, k, v) -> None:
@@ -111,3 +117,100 @@ def split_kv_attention(q, k, v, num_splits: int, scale=None):
     o_s = (torch.softmax(s, dim=-1) @ v_s).nan_to_num(0.0)              # an all-padding chunk -> 0
     o, lse = merge_partials(o_s.movedim(2, 0), lse_s.movedim(2, 0))
     return o.to(q.dtype), lse
+
+
+# --------------------------------------------------------------------------------------
+# How many splits flash-attn chooses (flash-attention at commit 0251105a, August 2026)
+# --------------------------------------------------------------------------------------
+def fa2_num_splits_heuristic(batch_nheads_mblocks: int, num_sms: int, num_n_blocks: int,
+                             max_splits: int) -> int:
+    """Return flash-attn 2's `num_splits_heuristic` (csrc/flash_attn/flash_api.cpp:281-314).
+
+    1 if batch_nheads_mblocks >= 0.8 x num_sms (the grid nearly fills the GPU); otherwise,
+    over S = 1 .. min(max_splits, num_sms, num_n_blocks), the wave efficiency
+    n / ceil(n) with n = batch_nheads_mblocks x S / num_sms, counting only S whose blocks per
+    split, ceil(num_n_blocks / S), differ from S - 1's; the smallest such S whose efficiency is
+    at least 85 % of the best. float32 arithmetic as in C++ (the 0.85 comparison in double).
+    `num_sms` is what the caller passes: flash-attn passes 2 x the SM count.
+    """
+    batch_nheads_mblocks = validate.positive_int("batch_nheads_mblocks", batch_nheads_mblocks)
+    num_sms = validate.positive_int("num_sms", num_sms)
+    num_n_blocks = validate.positive_int("num_n_blocks", num_n_blocks)
+    max_splits = validate.positive_int("max_splits", max_splits)
+    f32 = np.float32
+    if f32(batch_nheads_mblocks) >= f32(0.8) * f32(num_sms):
+        return 1
+    max_splits = min(max_splits, num_sms, num_n_blocks)
+
+    def eligible(s: int) -> bool:
+        return s == 1 or ceil_div(num_n_blocks, s) != ceil_div(num_n_blocks, s - 1)
+
+    efficiency = []
+    for s in range(1, max_splits + 1):
+        if not eligible(s):
+            efficiency.append(f32(0.0))
+            continue
+        n_waves = f32(batch_nheads_mblocks * s) / f32(num_sms)
+        efficiency.append(n_waves / np.ceil(n_waves))
+    best = max(efficiency)
+    for s in range(1, max_splits + 1):
+        if eligible(s) and float(efficiency[s - 1]) >= 0.85 * float(best):
+            return s
+    return 1
+
+
+def fa2_num_splits(batch: int, heads: int, kv_heads: int, n_q: int, n_kv: int, head_dim: int,
+                   num_sms: int) -> int:
+    """Return the splits flash-attn 2's forward (`mha_fwd`, `mha_fwd_kvcache` with its default
+    num_splits = 0) chooses for this call on a GPU with `num_sms` SMs.
+
+    As `set_params_splitkv` (flash_api.cpp:317-347) computes its arguments: key blocks of
+    256 / 128 / 64 keys for head_dim <= 64 / <= 128 / larger, query blocks of 64 rows, and
+    2 x num_sms ("128 threads per block": two blocks per SM); a decode step with GQA first
+    swaps the group into the rows (`seqlenq_ngroups_swapped`: n_q = group, heads = kv_heads).
+    """
+    for name, value in (("batch", batch), ("heads", heads), ("kv_heads", kv_heads),
+                        ("n_q", n_q), ("n_kv", n_kv), ("head_dim", head_dim),
+                        ("num_sms", num_sms)):
+        validate.positive_int(name, value)
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if head_dim > 256:
+        raise ValueError(f"head_dim must be <= 256 (flash-attn 2's limit); got {head_dim}")
+    if n_q == 1 and heads > kv_heads and head_dim % 8 == 0:
+        n_q, heads = heads // kv_heads, kv_heads
+    head_size = ceil_div(head_dim, 8) * 8
+    block_n = 256 if head_size <= 64 else (128 if head_size <= 128 else 64)
+    return fa2_num_splits_heuristic(batch * heads * ceil_div(n_q, 64), 2 * num_sms,
+                                    ceil_div(n_kv, block_n), 128)
+
+
+def fa4_num_splits_heuristic(total_mblocks: int, num_sms: int, num_n_blocks: int,
+                             max_splits: int = 128) -> int:
+    """Return FlashAttention-4's `num_splits_heuristic` (flash_attn/cute/interface.py:276-289):
+    1 if num_n_blocks <= 4, else min(num_sms // total_mblocks, max_splits, num_n_blocks).
+
+    Can be 0 when the grid already exceeds the SMs (num_sms // total_mblocks = 0): the code
+    returns it as is, and its split path then treats the call as unsplit.
+    """
+    total_mblocks = validate.positive_int("total_mblocks", total_mblocks)
+    num_sms = validate.positive_int("num_sms", num_sms)
+    num_n_blocks = validate.positive_int("num_n_blocks", num_n_blocks)
+    max_splits = validate.positive_int("max_splits", max_splits)
+    if num_n_blocks <= 4:
+        return 1
+    return min(num_sms // total_mblocks, max_splits, num_n_blocks)
+
+
+def fa4_num_splits(total_mblocks: int, num_n_blocks: int, num_sms: int,
+                   num_splits: int = 1) -> int:
+    """Return the splits FlashAttention-4's forward uses (`_get_fwd_config`,
+    flash_attn/cute/interface.py:368-371): `num_splits` as passed when it is >= 1 (the default
+    of `flash_attn_func` and `flash_attn_varlen_func` is 1: no split), the heuristic only when
+    the caller passes num_splits < 1. total_mblocks = batch x KV heads x Q tiles (GQA packed),
+    num_n_blocks = key tiles, as that function computes them from its tile sizes.
+    """
+    num_splits = validate.integer("num_splits", num_splits)
+    if num_splits >= 1:
+        return num_splits
+    return fa4_num_splits_heuristic(total_mblocks, num_sms, num_n_blocks, 128)

@@ -7,7 +7,7 @@
   capability, page, group, n_q): the paged decode kernel of `inferbook.triton_paged_decode`.
 - `resource_usage(cubin)` -> registers per thread, stack, shared and local memory, by the
   `cuobjdump` Triton ships (ptxas puts register spills on the stack / in local memory).
-- `occupancy(capability, registers, shared_bytes, num_warps)` -> programs resident per SM.
+- `occupancy` (from `inferbook.triton_launch`) -> programs resident per SM.
 """
 
 from __future__ import annotations
@@ -21,20 +21,15 @@ import triton
 
 from . import triton_paged_decode
 from .triton_flash import INTERPRETED, _flash_forward_kernel
-from .triton_launch import launch_config, parse_capability
+from .triton_launch import SM_LIMITS, SMLimits, launch_config, occupancy, parse_capability
 
 __all__ = ["CompiledForward", "compile_forward", "compile_forwards", "CompiledPagedDecode",
            "compile_paged_decodes", "resource_usage", "occupancy", "SM_LIMITS"]
 
-# Per-SM limits of each compute capability (CUDA C++ Programming Guide, "Technical
-# Specifications per Compute Capability"): 64 K 32-bit registers per SM and per block, at most
-# 255 per thread, on every generation here; resident blocks and warps per SM differ.
-SM_LIMITS = {  # capability: (max resident blocks per SM, max resident warps per SM)
-    (7, 5): (16, 32), (8, 0): (32, 64), (8, 6): (16, 48), (8, 9): (24, 48), (9, 0): (32, 64),
-    (10, 0): (32, 64),
-}
-REGISTERS_PER_SM = 65536
-MAX_REGISTERS_PER_THREAD = 255
+# The per-SM limits and the occupancy rules live in `inferbook.triton_launch` (no Triton);
+# re-exported here beside the compiles whose registers and shared memory they judge.
+REGISTERS_PER_SM = SMLimits.registers
+MAX_REGISTERS_PER_THREAD = SMLimits.max_registers_per_thread
 
 
 def _signature(dtype: torch.dtype) -> dict[str, str]:
@@ -220,20 +215,3 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
     if not match:
         raise RuntimeError(f"unexpected cuobjdump output: {out[:400]}")
     return dict(zip(("REG", "STACK", "SHARED", "LOCAL"), map(int, match.groups())))
-
-
-def occupancy(capability, registers: int, shared_bytes: int, num_warps: int) -> dict[str, int]:
-    """Return programs resident per SM, by each limit and overall (`SM_LIMITS`, the presets'
-    shared memory per SM); registers counted per thread x threads (allocation granularity
-    ignored, so an upper estimate)."""
-    from .hardware import GPUS
-
-    cc = parse_capability(capability)
-    blocks, warps = SM_LIMITS[cc]
-    smem_sm = min(g.smem_bytes_per_sm for g in GPUS.values()
-                  if g.compute_capability == cc and g.smem_bytes_per_sm)
-    by = dict(registers=REGISTERS_PER_SM // (registers * num_warps * 32),
-              shared=smem_sm // shared_bytes if shared_bytes else blocks,
-              warps=warps // num_warps, blocks=blocks)
-    by["resident"] = min(by.values())
-    return by

@@ -8,6 +8,12 @@
 - `launch_plan(batch, heads, kv_heads, n_q, block_m)` -> how the kernel's grid covers the work
   (with a GQA group's decode queries packed into one Q tile).
 
+- `occupancy(capability, registers, shared_bytes, num_warps)` -> programs resident per SM, by
+  each limit (NVIDIA's occupancy rules); `waves(programs, num_sms, resident)`,
+  `wave_efficiency(programs, slots)`: how many rounds a grid takes and how full the last is.
+- `causal_tile_work(n, block_m, block_n)`, `makespan(work, slots)`: causal load balance, and
+  when the last program ends for a given launch order.
+
 - `parse_capability(capability)` -> `(major, minor)` from (8, 0), 80 or "sm80".
 - `kernel_strides(t, plan)`, `autotune_pruner(capability)`: what the launch hands Triton.
 
@@ -28,7 +34,9 @@ from .hardware import GPUS
 __all__ = ["MIN_HEAD_DIM", "MAX_HEAD_DIM", "SUPPORTED_DTYPES", "SMEM_BYTES_PER_BLOCK",
            "TUNED_CAPABILITIES", "smem_limit_bytes", "launch_config", "autotune_configs",
            "smem_estimate_bytes", "LaunchPlan", "launch_plan", "parse_capability",
-           "next_power_of_2", "kernel_strides", "autotune_pruner"]
+           "next_power_of_2", "kernel_strides", "autotune_pruner", "SMLimits", "SM_LIMITS",
+           "sm_limits", "smem_per_sm_bytes", "occupancy", "waves", "wave_efficiency",
+           "causal_tile_work", "makespan"]
 
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -252,3 +260,134 @@ def autotune_pruner(capability):
                                        c.num_stages) in allowed]
         return kept or configs[:1]
     return prune
+
+
+# --------------------------------------------------------------------------------------
+# Occupancy and waves: how many programs an SM holds at once, and how many rounds a grid takes
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SMLimits:
+    """Per-SM limits of one compute capability (CUDA C++ Programming Guide, "Technical
+    Specifications per Compute Capability"; allocation rules of the CUDA toolkit's
+    cuda_occupancy.h)."""
+
+    max_blocks: int               # resident thread blocks (programs) per SM
+    max_warps: int                # resident warps per SM (threads / 32)
+    smem_allocation_bytes: int    # shared memory is allocated in units of this many bytes
+    reserved_smem_bytes: int      # the runtime's own shared memory per block (sm80 on: 1 KiB)
+    registers: int = 65536        # 32-bit registers per SM, and at most per block
+    max_registers_per_thread: int = 255
+
+
+# Resident blocks / warps per SM: 16/32 (sm75), 32/64 (sm80), 16/48 (sm86), 24/48 (sm89),
+# 32/64 (sm90, sm100). Shared memory per SM (164, 100, 100, 228, 228 KiB from sm80; 64 on a T4)
+# is in `inferbook.hardware`. cuda_occupancy.h allocates shared memory in 256-byte units up to
+# compute capability 7.x and 128-byte units from 8.x, and adds the per-block reservation
+# (cudaDevAttrReservedSharedMemoryPerBlock, 1 KiB) from Ampere on.
+SM_LIMITS: dict[tuple[int, int], SMLimits] = {
+    (7, 5): SMLimits(16, 32, 256, 0),
+    (8, 0): SMLimits(32, 64, 128, 1024),
+    (8, 6): SMLimits(16, 48, 128, 1024),
+    (8, 9): SMLimits(24, 48, 128, 1024),
+    (9, 0): SMLimits(32, 64, 128, 1024),
+    (10, 0): SMLimits(32, 64, 128, 1024),
+}
+REGISTER_ALLOCATION_UNIT = 256    # registers are allocated per warp, in units of 256
+REGISTER_SUB_PARTITIONS = 4       # an SM's register file is split over 4 schedulers' warps
+
+
+def sm_limits(capability) -> SMLimits:
+    """Return the per-SM limits of `capability` (sm75, sm80, sm86, sm89, sm90, sm100)."""
+    cc = parse_capability(capability)
+    if cc not in SM_LIMITS:
+        known = ", ".join(f"sm{a}{b}" for a, b in SM_LIMITS)
+        raise ValueError(f"no per-SM limits for sm{cc[0]}{cc[1]}; known: {known}")
+    return SM_LIMITS[cc]
+
+
+def smem_per_sm_bytes(capability) -> int:
+    """Return the shared memory one SM can give its blocks, from `inferbook.hardware`."""
+    cc = parse_capability(capability)
+    sizes = [g.smem_bytes_per_sm for g in GPUS.values()
+             if g.compute_capability == cc and g.smem_bytes_per_sm]
+    if not sizes:
+        raise ValueError(f"no GPU preset of compute capability sm{cc[0]}{cc[1]}")
+    return min(sizes)
+
+
+def occupancy(capability, registers: int, shared_bytes: int, num_warps: int) -> dict[str, int]:
+    """Return the programs resident per SM by each limit, and overall ("resident").
+
+    As NVIDIA's occupancy calculator (cuda_occupancy.h) counts them: a warp's registers are
+    registers x 32 rounded up to 256; each of the SM's 4 register sub-partitions (16 K
+    registers) holds floor(16 K / that) warps, and a program needs `num_warps` of the SM's
+    4 x that many. Shared memory: the launch's bytes plus the per-block reservation, rounded
+    up to the allocation unit, into the SM's shared memory. Warps: max resident warps //
+    num_warps. Blocks: the hardware's cap. `registers` is per thread, as cuobjdump reports it.
+    """
+    lim = sm_limits(capability)
+    registers = validate.integer("registers", registers, 1, lim.max_registers_per_thread)
+    shared_bytes = validate.integer("shared_bytes", shared_bytes, 0, None)
+    num_warps = validate.integer("num_warps", num_warps, 1, 32)
+    per_warp = ceil_div(registers * 32, REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    if per_warp * num_warps > lim.registers:
+        by_registers = 0
+    else:
+        warps_per_partition = (lim.registers // REGISTER_SUB_PARTITIONS) // per_warp
+        by_registers = warps_per_partition * REGISTER_SUB_PARTITIONS // num_warps
+    unit = lim.smem_allocation_bytes
+    smem = ceil_div(shared_bytes + lim.reserved_smem_bytes, unit) * unit
+    by_shared = smem_per_sm_bytes(capability) // smem if smem else lim.max_blocks
+    by = dict(registers=by_registers, shared=by_shared, warps=lim.max_warps // num_warps,
+              blocks=lim.max_blocks)
+    by["resident"] = min(by.values())
+    return by
+
+
+def waves(programs: int, num_sms: int, resident_per_sm: int) -> int:
+    """Return the rounds a grid of `programs` equal programs takes: ceil(programs / slots),
+    slots = num_sms x resident_per_sm (every resident program runs at once)."""
+    programs = validate.positive_int("programs", programs)
+    slots = validate.positive_int("num_sms", num_sms) * validate.positive_int(
+        "resident_per_sm", resident_per_sm)
+    return ceil_div(programs, slots)
+
+
+def wave_efficiency(programs: int, slots: int) -> float:
+    """Return the busy fraction of the last-rounded grid: (programs / slots) / its ceiling."""
+    programs = validate.positive_int("programs", programs)
+    slots = validate.positive_int("slots", slots)
+    return programs / (ceil_div(programs, slots) * slots)
+
+
+def causal_tile_work(n: int, block_m: int, block_n: int) -> list[int]:
+    """Return the K/V tiles each Q tile's program loads in causal self-attention of n tokens.
+
+    Q tile i (rows i x BLOCK_M ...) sees keys up to its last row, so it loads
+    ceil(min(n, (i + 1) x BLOCK_M) / BLOCK_N) tiles: the work grows along the diagonal, and the
+    last program does about twice the average.
+    """
+    n = validate.positive_int("n", n)
+    block_m = validate.positive_int("block_m", block_m)
+    block_n = validate.positive_int("block_n", block_n)
+    return [ceil_div(min(n, (i + 1) * block_m), block_n) for i in range(ceil_div(n, block_m))]
+
+
+def makespan(work, slots: int) -> float:
+    """Return when the last program ends if `work` (durations, in launch order) is dispatched
+    to `slots` concurrent slots, each program to the slot that frees first (list scheduling,
+    as a GPU's block scheduler hands out programs in order as resident ones finish)."""
+    import heapq
+
+    slots = validate.positive_int("slots", slots)
+    work = [validate.finite_float("work", w, minimum=0.0) for w in list(work)]
+    if not work:
+        raise ValueError("work must list at least one program's duration")
+    free = [0.0] * min(slots, len(work))
+    heapq.heapify(free)
+    end = 0.0
+    for w in work:
+        start = heapq.heappop(free)
+        end = max(end, start + w)
+        heapq.heappush(free, start + w)
+    return end
