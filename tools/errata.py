@@ -619,7 +619,8 @@ def _ch5_4x() -> str:
 
 
 def _ch5_prefix_5x() -> str:
-    from inferbook.prefix_cache import agent_workload, replay
+    from inferbook.prefix_cache import replay
+    from inferbook.workload import agent_workload
 
     agent = agent_workload(n_conversations=20, turns=4, seed=0)
     none = replay(agent, num_blocks=4000, caching=False)
@@ -654,7 +655,7 @@ def _ch6_5_10x() -> str:
 # ---- chapter 7 -------------------------------------------------------------------------------
 
 def _ch7_k_tokens() -> str:
-    from inferbook.speculative import expected_tokens_per_pass
+    from inferbook.speculation_math import expected_tokens_per_pass
 
     alpha, k = 0.7, 4
     return ("It produces k + 1: the target's distribution at the first rejected position (or "
@@ -667,7 +668,7 @@ def _ch7_k_tokens() -> str:
 
 
 def _ch7_speedups() -> str:
-    from inferbook.speculative import expected_tokens_per_pass
+    from inferbook.speculation_math import expected_tokens_per_pass
 
     alpha, k, c = 0.7, 4, 0.3
     speedup = expected_tokens_per_pass(alpha, k) / (k * c + 1)
