@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .hardware import GPU
+from .hardware import gpu as _gpu
+
 MiB = 2**20
 WHEEL = "sglang 0.5.23"
 MEMORY_HOOK = "srt/arg_groups/memory_hook.py"
@@ -25,6 +28,31 @@ FP8_MIN_SM = 80
 # The fp8 KV cache goes through the same FP8 kernels: below sm80 SGLang's attention backends on
 # Turing (triton, torch_native) keep the KV cache in the compute dtype; the book never emits it.
 FP8_KV_MIN_SM = 80
+
+
+# What `nvidia-smi --query-gpu=memory.total` prints, in MiB: the figure SGLang sizes its memory
+# from (utils/common.py:806), not the smaller total CUDA reports (`hardware.GPU.cuda_total_bytes`).
+# Values as public nvidia-smi output shows them; a preset without one has no entry.
+SMI_TOTALS_SOURCE = "https://github.com/modal-labs/modal-client/pull/2797"
+NVIDIA_SMI_TOTAL_MIB: dict[str, tuple[int, str]] = {
+    "H100 SXM": (81559, "https://github.com/NVIDIA/nccl/issues/1264 (nvidia-smi, 8x H100 80GB "
+                        "HBM3: '0MiB / 81559MiB'); also " + SMI_TOTALS_SOURCE),
+    "A100 80GB": (81920, SMI_TOTALS_SOURCE),
+    "A100 40GB": (40960, SMI_TOTALS_SOURCE),
+    "L40S": (46068, SMI_TOTALS_SOURCE),
+    "L4": (23034, SMI_TOTALS_SOURCE),
+    "T4": (15360, SMI_TOTALS_SOURCE),
+}
+
+
+def nvidia_smi_total_mib(gpu_name: str | GPU) -> int:
+    """Return the MiB `nvidia-smi --query-gpu=memory.total` prints for this GPU preset, the
+    memory SGLang's rules read; ValueError for a preset with no published figure."""
+    g = _gpu(gpu_name)
+    if g.name not in NVIDIA_SMI_TOTAL_MIB:
+        raise ValueError(f"gpu_name: no published nvidia-smi memory.total for {g.name!r}; "
+                         f"known: {', '.join(NVIDIA_SMI_TOTAL_MIB)}")
+    return NVIDIA_SMI_TOTAL_MIB[g.name][0]
 
 
 @lru_cache(maxsize=None)
