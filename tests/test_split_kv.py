@@ -200,4 +200,5 @@ def test_fa4_splits_only_when_asked():
     assert split_kv.fa4_num_splits(8, 256, 132, num_splits=0) == 16     # 132 // 8
     assert split_kv.fa4_num_splits(8, 4, 132, num_splits=0) == 1        # <= 4 key blocks
     assert split_kv.fa4_num_splits_heuristic(200, 132, 256) == 0        # as the code returns
+    assert split_kv.fa4_num_splits(200, 256, 132, num_splits=0) == 1    # and runs unsplit
     assert split_kv.fa4_num_splits_heuristic(1, 132, 256) == 128        # max_splits

@@ -208,9 +208,12 @@ def fa4_num_splits(total_mblocks: int, num_n_blocks: int, num_sms: int,
     flash_attn/cute/interface.py:368-371): `num_splits` as passed when it is >= 1 (the default
     of `flash_attn_func` and `flash_attn_varlen_func` is 1: no split), the heuristic only when
     the caller passes num_splits < 1. total_mblocks = batch x KV heads x Q tiles (GQA packed),
-    num_n_blocks = key tiles, as that function computes them from its tile sizes.
+    num_n_blocks = key tiles, as that function computes them from its tile sizes. Returns
+    the splits the kernel runs with (at least 1).
     """
     num_splits = validate.integer("num_splits", num_splits)
     if num_splits >= 1:
         return num_splits
-    return fa4_num_splits_heuristic(total_mblocks, num_sms, num_n_blocks, 128)
+    # the heuristic returns 0 when the grid already exceeds the SMs; `is_split_kv =
+    # num_splits > 1` (interface.py:817) then runs the call unsplit: one split
+    return max(1, fa4_num_splits_heuristic(total_mblocks, num_sms, num_n_blocks, 128))
