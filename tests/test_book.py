@@ -54,24 +54,21 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-r
 BUILD_LOG = []   # [returncode, warning lines, log] of the build below
 
 
+def _make_pdf():
+    spec = importlib.util.spec_from_file_location("make_pdf", ROOT / "tools" / "make_pdf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def html(tmp_path_factory):
+    """The book built from the committed outputs, as `make pdf` builds it (one function:
+    tools/make_pdf.py build_html)."""
     out = tmp_path_factory.mktemp("book")
-    config = (ROOT / "_config.yml").read_text()
-    config, n = re.subn(r"execute_notebooks: \w+", "execute_notebooks: 'off'", config)
-    assert n == 1
-    # a config outside the source folder resolves local_extensions relative to itself
-    config = config.replace("inferbook_sphinx: book/_ext", f"inferbook_sphinx: {ROOT / 'book' / '_ext'}")
-    (out / "_config.yml").write_text(config)
-    jb = Path(sys.executable).parent / "jupyter-book"
-    proc = subprocess.run(
-        [str(jb), "build", "-W", "-n", "--keep-going", "--all", "--config", str(out / "_config.yml"),
-         "--path-output", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=900,
-    )
+    html, proc = _make_pdf().build_html(out, capture=True)
     log = proc.stdout + proc.stderr
     warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
-    html = out / "_build" / "html"
     # --keep-going writes every page even when a warning fails the build: the page checks below
     # still run (and report their own findings); test_build_is_strict reports the warnings.
     if not (html / f"{CHAPTERS[0]}.html").is_file():
@@ -197,7 +194,24 @@ OVERFLOW_JS = r"""() => {
     if (!(got === want || (want === 'left' && got === 'start'))) misaligned.push(`${JSON.stringify(c.textContent.trim().slice(0, 30))} is ${got}`);
   }
   const unclassified = tables.reduce((n, t) => n + t.querySelectorAll('td:not(.ib-num):not(.ib-text)').length, 0);
+  // every table: the box that scrolls it sideways (if any), whether it needs to, and the hint
+  const tableLayout = tables.filter(t => !t.closest('.ib-calc')).map(t => {
+    let box = null;
+    for (let p = t.parentElement; p && p.tagName !== 'ARTICLE'; p = p.parentElement)
+      if (/(auto|scroll)/.test(getComputedStyle(p).overflowX)) { box = p; break; }
+    const width = t.getBoundingClientRect().width, host = box || t.parentElement;
+    const before = host.previousElementSibling;
+    const hint = !!before && before.classList.contains('ib-table-hint') && before.checkVisibility()
+      && before.getBoundingClientRect().height > 0;
+    return {head: ((t.rows[0] || {}).textContent || '').trim().replace(/\s+/g, ' ').slice(0, 60),
+            width: Math.round(width), room: art.clientWidth, inBox: !!box,
+            scrolls: !!box && width > box.clientWidth + 1, hint, stacked: t.classList.contains('ib-stacked')};
+  });
+  const rt = document.querySelector('article .ib-reading-time');
+  const readingTime = rt ? {text: rt.textContent.trim(), bottom: rt.getBoundingClientRect().bottom + scrollY,
+                            visible: rt.checkVisibility()} : null;
   return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs,
+          tableLayout, readingTime, viewportHeight: innerHeight,
           displaySizes, inlineSizes, scaledShare,
           codeScroll, codeChars, wideTables, misaligned: misaligned.slice(0, 5), unclassified,
           tablesAligned: doc.dataset.ibTablesAligned === '1'};
@@ -283,6 +297,125 @@ def test_tables_fit_and_align_at_1280(measured):
         if not r["tablesAligned"] or r["unclassified"]:
             problems.append(f"{name}: {r['unclassified']} table cells were not classified "
                             "number/text by inferbook.js")
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 390])
+def test_tables_readable_at_width(measured, width):
+    """No table runs past the window without a box that scrolls it; a table that scrolls in its
+    box has a visible line above it saying so (none where it does not); on a phone the intro's
+    chapter table and chapter 8's "each choice traced" table (stacked, a card per row) need no
+    sideways scrolling at all."""
+    problems, seen = [], set()
+    for (name, w), r in measured.items():
+        if w != width:
+            continue
+        for t in r["tableLayout"]:
+            where = f"{name} at {width}px: table {t['head'][:40]!r} ({t['width']}px, column {t['room']}px)"
+            if t["width"] > t["room"] + 1 and not t["inBox"]:
+                problems.append(f"{where} runs past the column with no scroll box")
+            if t["scrolls"] and not t["hint"]:
+                problems.append(f"{where} scrolls sideways with no visible hint")
+            if t["hint"] and not t["scrolls"]:
+                problems.append(f"{where} says it scrolls but does not")
+            must_fit = name == "book/intro" or (name.startswith("notebooks/08_")
+                                                and t["head"].startswith("decision"))
+            if width == 390 and must_fit:
+                seen.add(name)
+                if t["scrolls"] or t["width"] > t["room"] + 1:
+                    problems.append(f"{where} must be readable without scrolling sideways")
+    if width == 390:
+        assert {"book/intro", CHAPTERS[7]} <= seen, f"tables not found: {seen}"
+    assert not problems, "\n".join(problems)
+
+
+class _PageText(__import__("html.parser").parser.HTMLParser):
+    """The article's prose (outside code cells, code and scripts), the text of each code block
+    shown open (a cell's input unless collapsed by hide-input, or a code fence) and its images."""
+
+    VOID = frozenset({"img", "br", "hr", "input", "meta", "link", "source", "wbr", "col", "area"})
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.prose, self.code, self.images = [], [], [], 0
+
+    def _inside(self, pred):
+        return any(pred(tag, cls) for tag, cls in self.stack)
+
+    def handle_starttag(self, tag, attrs):
+        cls = dict(attrs).get("class") or ""
+        if tag == "img" and self._inside(lambda t, c: t == "article"):
+            self.images += 1
+        if tag in self.VOID:
+            return
+        self.stack.append((tag, cls.split()))
+        if tag == "pre" and self._inside(lambda t, c: t == "article") and not self._inside(
+                lambda t, c: "cell_output" in c or "tag_hide-input" in c):
+            self.code.append("")
+
+    def handle_endtag(self, tag):   # close the innermost open `tag` (a stray end tag: nothing)
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        if not self._inside(lambda t, c: t == "article") or self._inside(
+                lambda t, c: t in ("script", "style")):
+            return
+        if self._inside(lambda t, c: t == "pre"):
+            if self.code and not self._inside(lambda t, c: "cell_output" in c or "tag_hide-input" in c):
+                self.code[-1] += data
+        elif not self._inside(lambda t, c: bool({"cell", "ib-reading-time", "ib-colab"} & set(c))):
+            self.prose.append(data)
+
+
+def test_reading_time_under_every_chapter_title(html):
+    """Each chapter opens with "About N min read": N from its prose, visible code and figures as
+    book/_ext counts them, and the counts agree with the page (code lines exactly)."""
+    spec = importlib.util.spec_from_file_location("inferbook_sphinx", ROOT / "book" / "_ext" / "inferbook_sphinx.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    problems = []
+    for chapter in CHAPTERS:
+        page = (html / f"{chapter}.html").read_text()
+        m = re.search(r'<p class="ib-reading-time" data-minutes="(\d+)" data-words="(\d+)" '
+                      r'data-code-lines="(\d+)" data-figures="(\d+)"><strong>About (\d+) min read</strong>',
+                      page)
+        if not m:
+            problems.append(f"{chapter}: no reading time")
+            continue
+        minutes, words, lines, figures, said = map(int, m.groups())
+        if said != minutes or minutes != ext.reading_minutes(words, lines, figures):
+            problems.append(f"{chapter}: says {said} min for {words} words, {lines} lines, {figures} figures")
+        # right under the title, before the Colab badge and the first cell
+        h1_end = page.index("</h1>")
+        if not h1_end < m.start() < page.index("ib-colab-badge") < page.find('class="cell'):
+            problems.append(f"{chapter}: the reading time is not right under the title")
+        shown = _PageText()
+        shown.feed(page)
+        shown_code = sum(1 for block in shown.code for line in block.splitlines() if line.strip())
+        if shown_code != lines:
+            problems.append(f"{chapter}: counted {lines} code lines, the page shows {shown_code}")
+        if shown.images != figures:
+            problems.append(f"{chapter}: counted {figures} figures, the page has {shown.images} images")
+        prose = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]|\$\$.*?\$\$", " ", " ".join(shown.prose), flags=re.S)
+        n_words = len(prose.split())
+        if not 0.9 * n_words <= words <= 1.1 * n_words:
+            problems.append(f"{chapter}: counted {words} words of prose, the page has about {n_words}")
+    assert not problems, "\n".join(problems)
+
+
+@needs_chromium
+def test_reading_time_on_the_first_screen(measured):
+    problems = []
+    for (name, width), r in measured.items():
+        if name not in CHAPTERS:
+            continue
+        rt = r["readingTime"]
+        if rt is None or not rt["visible"] or rt["bottom"] > r["viewportHeight"]:
+            problems.append(f"{name} at {width}px: the reading time is not on the first screen: {rt}")
     assert not problems, "\n".join(problems)
 
 
@@ -694,6 +827,115 @@ def test_roofline_knob_matches_roofline(calculator_page):
     assert not problems, "\n".join(problems[:20])
 
 
+SVG_TEXT_JS = r"""root => [...root.querySelectorAll('svg')].flatMap(svg => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const right = document.documentElement.clientWidth;
+  return [...svg.querySelectorAll('text')].map(t => ({text: t.textContent,
+    px: parseFloat(getComputedStyle(t).fontSize) * scale,
+    inside: t.getBoundingClientRect().right <= right + 1 && t.getBoundingClientRect().left >= -1}));
+})"""
+MIN_SVG_TEXT_PX = 9.0
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [390, 1280])
+def test_calculator_chart_text_readable(calculator_page, width):
+    """The roofline chart's axis text is at least 9 CSS px at a phone's width (it is drawn for
+    the width it is shown at) and inside the window; also after a resize."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(calculator_page)
+        knob = page.locator('[data-inferbook-calc="roofline"]')
+        texts = knob.evaluate(SVG_TEXT_JS)
+        page.set_viewport_size({"width": 1280 + 390 - width, "height": 900})
+        page.wait_for_timeout(400)
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)
+        after = knob.evaluate(SVG_TEXT_JS)
+        browser.close()
+    assert texts and after
+    for label, measured_texts in (("on opening", texts), ("after a resize", after)):
+        small = [f"{t['text']!r} {t['px']:.1f}px" for t in measured_texts if t["px"] < MIN_SVG_TEXT_PX]
+        outside = [t["text"] for t in measured_texts if not t["inside"]]
+        assert not small and not outside, f"at {width}px {label}: small {small}, outside {outside}"
+
+
+# (field, impossible value, words the reason must contain), each on the calculator's defaults
+KV_REFUSED = [
+    ("ctx_tokens", "0", "at least 1"), ("ctx_tokens", "-5", "whole number"),
+    ("ctx_tokens", "2.5", "whole number"), ("ctx_tokens", "", "empty"),
+    ("batch", "0", "at least 1"), ("batch", "1.5", "whole number"), ("batch", "", "empty"),
+    ("reserve_fraction", "1", "up to (not including) 1"), ("reserve_fraction", "-0.1", "from 0"),
+    ("reserve_fraction", "1.5", "from 0"), ("reserve_fraction", "", "empty"),
+    ("n_gpus", "3", "cannot be split over 3 GPUs"),
+]
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [390, 1280])
+def test_kv_calculator_refuses_impossible_inputs(calculator_page, width):
+    """Every field of the KV calculator refuses what inferbook.sizing refuses (a context or batch
+    that is not a whole number >= 1, a reserve outside [0, 1), a TP degree the heads cannot
+    take): the reason under the field, visible within the window, and in the verdict; no
+    answer that depends on it. A valid value clears it. The roofline knob's fields are menus and
+    sliders bounded to what it accepts, so it has nothing impossible to refuse."""
+    from playwright.sync_api import sync_playwright
+
+    from inferbook import sizing
+
+    problems = []
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(calculator_page)
+        calc = page.locator('[data-inferbook-calc="kv-cache"]')
+        model = calc.locator('select[name="model"]').input_value()
+        assert sizing.tp_problem(model, 3), model   # the TP case below is impossible in the package
+        for field, value, reason in KV_REFUSED:
+            element = calc.locator(f'[name="{field}"]')
+            good = element.input_value()
+            if field == "n_gpus":
+                element.select_option(value)
+            else:
+                element.fill(value)
+            error = calc.locator(f'.ib-field-error[data-error-for="{field}"]')
+            shown = _shown(calc)
+            said, box = error.inner_text(), error.bounding_box()
+            verdict = calc.locator('[data-key="verdict"]').inner_text()
+            where = f"{field}={value!r} at {width}px"
+            if reason not in said:
+                problems.append(f"{where}: the field says {said!r}, not why ({reason!r})")
+            if not box or box["x"] < 0 or box["x"] + box["width"] > width + 1:
+                problems.append(f"{where}: the reason is not visible in the window ({box})")
+            if shown.get("verdict") != "invalid" or reason not in verdict:
+                problems.append(f"{where}: the verdict is {verdict!r}")
+            answered = [k for k in ("kv_bytes_per_gpu", "max_batch", "max_context", "used_bytes_per_gpu")
+                        if shown.get(k) != "invalid"]
+            if answered:
+                problems.append(f"{where}: still answers {answered}")
+            if calc.locator(f'[name="{field}"]').get_attribute("aria-invalid") != "true":
+                problems.append(f"{where}: the field is not marked invalid")
+            if field == "n_gpus":
+                element.select_option(good)
+            else:
+                element.fill(good)
+            if error.inner_text().strip() or _shown(calc).get("verdict") == "invalid":
+                problems.append(f"{where}: restoring {good!r} left it refused")
+        for name in ("model", "gpu", "batch", "context"):   # the knob: bounded controls only
+            kind = page.locator(f'[data-inferbook-calc="roofline"] [name="{name}"]').evaluate(
+                "e => e.tagName === 'SELECT' ? 'select' : e.type")
+            if kind not in ("select", "range"):
+                problems.append(f"roofline knob: {name} is a free {kind} field")
+        browser.close()
+    assert not errors, errors
+    assert not problems, "\n".join(problems)
+
+
 @needs_chromium
 def test_calculators_first_answer_matches_the_package(html):
     """What a reader sees before touching anything: each calculator embedded in the book, as
@@ -739,20 +981,28 @@ def test_calculators_first_answer_matches_the_package(html):
 
 @needs_chromium
 @pytest.mark.slow
-def test_pdf_has_every_page_with_figures_and_math(html, tmp_path):
+def test_pdf_has_every_page_with_figures_and_math(html):
+    """The documented command, run as a reader runs it after a build: relative paths
+    (`tools/make_pdf.py --html _build/html`), its summary line true of the PDF it wrote."""
     from pypdf import PdfReader
 
-    spec = importlib.util.spec_from_file_location("make_pdf", ROOT / "tools" / "make_pdf.py")
-    make_pdf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_pdf)
+    make_pdf = _make_pdf()
     pages = make_pdf.toc_pages()
     assert set(CHAPTERS + EXERCISES + SOLUTIONS) <= set(pages)
-    out = tmp_path / "book.pdf"
-    contents = make_pdf.print_pages(html, pages, out)
+    build_dir = html.parent.parent        # .../_build/html -> the folder holding _build
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "make_pdf.py"), "--html",
+                           "_build/html", "--out", "pdf/book.pdf"], cwd=build_dir,
+                          capture_output=True, text=True, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = build_dir / "pdf" / "book.pdf"
+    said = re.search(r"wrote (\S+): (\d+) pages of the book, (\d+) PDF pages \(printed in (\d+) s\)",
+                     proc.stdout)
+    assert said, proc.stdout
+    assert Path(said.group(1)) == out and int(said.group(2)) == len(pages), said.group(0)
     reader = PdfReader(out)
     outline = [item.title for item in reader.outline]
     assert outline == [make_pdf.page_title(html / f"{p}.html") for p in pages]
-    assert len(reader.pages) == sum(n for _, n in contents)
+    assert len(reader.pages) == int(said.group(3))
     text = unicodedata.normalize("NFKC", "\n".join(p.extract_text() or "" for p in reader.pages))
     flat = " ".join(text.split())
     for chapter in CHAPTERS:   # every chapter's title, and its figures as images

@@ -18,7 +18,9 @@ import argparse
 import io
 import re
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,23 +28,27 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-r
                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def build_html(out: Path) -> Path:
-    """Build the book strictly from the notebooks' committed outputs (no execution, as
-    tests/test_book.py does) under `out`; return its html folder."""
-    import subprocess
-
+def build_html(out: Path, capture: bool = False) -> tuple[Path, subprocess.CompletedProcess]:
+    """Build the book strictly from the notebooks' committed outputs (no execution) under `out`;
+    return its html folder and the finished build (tests/test_book.py builds its book here too,
+    with `capture` to read the warnings; without it a failed build stops the command)."""
+    out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     config = (ROOT / "_config.yml").read_text()
     config, n = re.subn(r"execute_notebooks: \w+", "execute_notebooks: 'off'", config)
     if n != 1:
         raise SystemExit("_config.yml has no execute.execute_notebooks to switch off")
+    # a config outside the source folder resolves local_extensions relative to itself
     config = config.replace("inferbook_sphinx: book/_ext",
                             f"inferbook_sphinx: {ROOT / 'book' / '_ext'}")
     (out / "_config.yml").write_text(config)
     jb = Path(sys.executable).parent / "jupyter-book"
-    subprocess.run([str(jb), "build", "-W", "-n", "--keep-going", "--all", "--config",
-                    str(out / "_config.yml"), "--path-output", str(out), str(ROOT)], check=True)
-    return out / "_build" / "html"
+    proc = subprocess.run([str(jb), "build", "-W", "-n", "--keep-going", "--all", "--config",
+                           str(out / "_config.yml"), "--path-output", str(out), str(ROOT)],
+                          capture_output=capture, text=True, timeout=1800, check=False)
+    if proc.returncode and not capture:
+        raise SystemExit(f"the book did not build strictly (exit {proc.returncode})")
+    return out / "_build" / "html", proc
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
@@ -67,6 +73,7 @@ def print_pages(html: Path, pages: list[str], out: Path) -> list[tuple[str, int]
     chromium = shutil.which("chromium")
     if chromium is None:
         raise SystemExit("make pdf needs chromium on the PATH (apt-get install chromium)")
+    html, out = Path(html).resolve(), Path(out).resolve()   # as_uri() needs absolute paths
     missing = [p for p in pages if not (html / f"{p}.html").is_file()]
     if missing:
         raise SystemExit(f"{html} lacks {missing[:3]}: build the book first (make book)")
@@ -105,11 +112,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--build", action="store_true",
                         help="first build the HTML from the committed outputs (_build/pdf/)")
     args = parser.parse_args(argv)
-    html = build_html(args.out.parent) if args.build else args.html
+    args.out = args.out.resolve()
+    started = time.monotonic()
+    html = build_html(args.out.parent)[0] if args.build else args.html
+    built = time.monotonic()
     contents = print_pages(html, toc_pages(), args.out)
+    done = time.monotonic()
     total = sum(n for _, n in contents)
-    print(f"wrote {args.out}: {len(contents)} pages of the book, {total} PDF pages")
-
+    timing = (f"built in {built - started:.0f} s, printed in {done - built:.0f} s"
+              if args.build else f"printed in {done - built:.0f} s")
+    print(f"wrote {args.out}: {len(contents)} pages of the book, {total} PDF pages ({timing})")
 
 if __name__ == "__main__":
     sys.exit(main())

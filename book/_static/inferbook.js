@@ -7,7 +7,11 @@
    - Figures: every figure image is a link to the full-size image, and a tap/click opens it in
      an overlay at its full display size (scrollable, Esc/tap closes), so the small text of a
      plot is readable on a phone; a corner button says so. Done marks:
-     html[data-ib-tables-aligned], html[data-ib-figures-zoomable]. */
+     html[data-ib-tables-aligned], html[data-ib-figures-zoomable].
+   - Tables wider than their box on a phone (a window up to 720 px): one of five columns or fewer is stacked, a card per
+     row with each cell under its column's name (class ib-stacked); a wider one scrolls inside
+     its box with a visible line above it saying so (p.ib-table-hint). Laid out again after
+     MathJax and on resize; done mark html[data-ib-tables-laid-out]. */
 (function () {
   "use strict";
   var MIN_SCALE = 0.7;
@@ -28,6 +32,7 @@
         c.dataset.ibScaled = scale.toFixed(3);
       }
     });
+    layoutTables();
     document.documentElement.dataset.ibMathFitted = "1";
   }
 
@@ -38,6 +43,7 @@
     } else if (document.querySelector("mjx-container")) {
       fitMath();
     } else {
+      layoutTables();
       document.documentElement.dataset.ibMathFitted = "1";
     }
   }
@@ -70,6 +76,63 @@
       }
     });
     document.documentElement.dataset.ibTablesAligned = "1";
+  }
+
+  // --- tables on a narrow screen: stacked, or scrolling with a hint ------------------------
+  var STACK_MAX_COLUMNS = 5, PHONE_MAX_WIDTH = 720;   // stacked only on a phone-width window
+
+  function scrollBox(table) {          // the nearest ancestor that scrolls sideways
+    for (var p = table.parentElement; p && p.tagName !== "ARTICLE"; p = p.parentElement) {
+      if (/(auto|scroll)/.test(getComputedStyle(p).overflowX)) return p;
+    }
+    return null;
+  }
+
+  function headerCells(table) {
+    if (table.tHead && table.tHead.rows.length) return table.tHead.rows[0].cells;
+    var first = table.rows[0];
+    return first && Array.prototype.every.call(first.cells, function (c) { return c.tagName === "TH"; })
+      ? first.cells : null;
+  }
+
+  function labelCells(table, head) {
+    if (table.dataset.ibLabelled) return;
+    var names = Array.prototype.map.call(head, function (c) { return c.textContent.trim(); });
+    Array.prototype.forEach.call(table.tBodies, function (tbody) {
+      Array.prototype.forEach.call(tbody.rows, function (row) {
+        if (row.cells[0] === head[0]) { row.classList.add("ib-head-row"); return; }
+        Array.prototype.forEach.call(row.cells, function (cell, i) {
+          if (names[i]) cell.dataset.label = names[i];
+          if (!cell.textContent.trim() && !cell.querySelector("img, mjx-container")) cell.classList.add("ib-empty");
+        });
+      });
+    });
+    table.dataset.ibLabelled = "1";
+  }
+
+  function layoutTables() {
+    document.querySelectorAll("article table").forEach(function (table) {
+      if (table.closest(".ib-calc")) return;
+      table.classList.remove("ib-stacked");
+      var box = scrollBox(table), host = box || table.parentElement;
+      var over = function () { return table.getBoundingClientRect().width > host.clientWidth + 1; };
+      var head = headerCells(table);
+      if (window.innerWidth <= PHONE_MAX_WIDTH && over() && head && head.length <= STACK_MAX_COLUMNS) {
+        labelCells(table, head);
+        table.classList.add("ib-stacked");
+        if (over()) table.classList.remove("ib-stacked");
+      }
+      var hint = host.previousElementSibling;
+      var scrolls = !!box && over();
+      if (scrolls && !(hint && hint.classList.contains("ib-table-hint"))) {
+        hint = document.createElement("p");
+        hint.className = "ib-table-hint";
+        hint.textContent = "\u21c6 Wider than the page: scroll or swipe the table sideways to see every column.";
+        host.parentNode.insertBefore(hint, host);
+      }
+      if (hint && hint.classList.contains("ib-table-hint")) hint.hidden = !scrolls;
+    });
+    document.documentElement.dataset.ibTablesLaidOut = "1";
   }
 
   // --- figures: tap to enlarge ---------------------------------------------------------------

@@ -142,13 +142,43 @@
       if (String(o) === String(value)) opt.selected = true;
       s.append(opt);
     });
-    return el("label", {}, [el("span", {}, [label]), s]);
+    return el("label", {}, [el("span", {}, [label]), s,
+      el("span", {class: "ib-field-error", "data-error-for": name, role: "alert"})]);
   }
 
-  function number(name, label, value, min, max, step) {
+  function number(name, label, value, min, step) {
     return el("label", {}, [el("span", {}, [label]),
       el("input", {name: name, type: "number", value: String(value), min: String(min),
-                   max: String(max), step: String(step)})]);
+                   step: String(step), inputmode: step === "any" ? "decimal" : "numeric"}),
+      el("span", {class: "ib-field-error", "data-error-for": name, role: "alert"})]);
+  }
+
+  // What sizing.fits accepts (validate.positive_int, sizing.fraction): anything else is refused
+  // at its field with the reason, and no answer is shown for it.
+  var FIELDS = {
+    ctx_tokens: {label: "context (tokens)", kind: "positive-int"},
+    batch: {label: "batch (sequences)", kind: "positive-int"},
+    reserve_fraction: {label: "reserve fraction", kind: "fraction"}
+  };
+
+  function fieldProblem(name, input) {
+    var f = FIELDS[name], text = input.value.trim();
+    if (input.validity && input.validity.badInput) return f.label + " must be a number";
+    if (text === "") return f.label + " is empty";
+    if (f.kind === "positive-int") {
+      if (!/^[0-9]+$/.test(text)) {
+        return f.label + " must be a whole number of " + (name === "batch" ? "sequences" : "tokens") +
+          ", got " + text;
+      }
+      if (parseInt(text, 10) < 1) return f.label + " must be at least 1, got " + text;
+      if (!Number.isSafeInteger(parseInt(text, 10))) return f.label + " is too large: " + text;
+      return null;
+    }
+    var v = Number(text);
+    if (!isFinite(v) || v < 0 || v >= 1) {
+      return f.label + " must be a number from 0 up to (not including) 1, got " + text;
+    }
+    return null;
   }
 
   function row(key, label) {
@@ -163,11 +193,11 @@
       select("model", "model", models, d.model || "Llama-3.1-70B"),
       select("gpu", "GPU", gpus, d.gpu || "H100 SXM"),
       select("n_gpus", "GPUs (tensor parallel)", [1, 2, 3, 4, 5, 6, 7, 8].slice(0, P.max_tp_degree), d.nGpus || 4),
-      number("ctx_tokens", "context (tokens)", d.ctx || 32768, 1, 1048576, 1),
-      number("batch", "batch (sequences)", d.batch || 8, 1, 65536, 1),
+      number("ctx_tokens", "context (tokens)", d.ctx || 32768, 1, 1),
+      number("batch", "batch (sequences)", d.batch || 8, 1, 1),
       select("kv_dtype", "KV dtype", dtypes, d.kvDtype || "bf16"),
       select("weight_dtype", "weight dtype", dtypes, d.weightDtype || "bf16"),
-      number("reserve_fraction", "reserve fraction", d.reserve || P.default_reserve_fraction, 0, 0.99, 0.01)
+      number("reserve_fraction", "reserve fraction", d.reserve || P.default_reserve_fraction, 0, "any")
     ]);
     var bar = el("div", {class: "ib-bar", role: "img"}, [
       el("span", {class: "ib-bar-reserve"}), el("span", {class: "ib-bar-weights"}),
@@ -196,11 +226,33 @@
       var f = form.elements;
       return {
         model: f.model.value, gpu: f.gpu.value, n_gpus: parseInt(f.n_gpus.value, 10),
-        ctx_tokens: Math.max(1, parseInt(f.ctx_tokens.value, 10) || 1),
-        batch: Math.max(1, parseInt(f.batch.value, 10) || 1),
+        ctx_tokens: parseInt(f.ctx_tokens.value, 10),
+        batch: parseInt(f.batch.value, 10),
         kv_dtype: f.kv_dtype.value, weight_dtype: f.weight_dtype.value,
-        reserve_fraction: Math.min(0.99, Math.max(0, parseFloat(f.reserve_fraction.value) || 0))
+        reserve_fraction: Number(f.reserve_fraction.value)
       };
+    }
+
+    function showFieldErrors(problems) {   // {field name: reason}; every other field cleared
+      form.querySelectorAll(".ib-field-error").forEach(function (e) {
+        var name = e.dataset.errorFor, why = problems[name] || "";
+        e.textContent = why;
+        var input = form.elements[name];
+        if (why) input.setAttribute("aria-invalid", "true"); else input.removeAttribute("aria-invalid");
+      });
+    }
+
+    function refuse(reasons, valid) {      // no answer for impossible inputs, only the reasons
+      ["kv_bytes_per_token", "kv_bytes_total", "min_tp_degree"].forEach(function (k) {
+        if (!valid) put(k, "—", "invalid");
+      });
+      ["kv_bytes_per_gpu", "weight_bytes_per_gpu", "reserve_bytes_per_gpu", "used_bytes_per_gpu",
+       "max_batch", "max_context"].forEach(function (k) { put(k, "—", "invalid"); });
+      var verdict = results.querySelector('[data-key="verdict"]');
+      verdict.textContent = "Invalid: " + reasons.join("; ") + ".";
+      verdict.dataset.value = "invalid";
+      verdict.className = "ib-verdict ib-bad";
+      bar.hidden = true;
     }
 
     function put(key, text, value) {
@@ -210,22 +262,31 @@
     }
 
     function update() {
+      var problems = {}, reasons = [];
+      Object.keys(FIELDS).forEach(function (name) {
+        var why = fieldProblem(name, form.elements[name]);
+        if (why) { problems[name] = why; reasons.push(why); }
+      });
+      if (reasons.length) {
+        showFieldErrors(problems);
+        root.dataset.state = "invalid";
+        refuse(reasons, false);
+        return;
+      }
       var q = read(), r = size(P, q);
+      if (r.tp_problem !== null) {
+        problems.n_gpus = r.tp_problem + " (valid: " + r.valid_tp_degrees.join(", ") + ")";
+      }
+      showFieldErrors(problems);
       root.dataset.state = JSON.stringify(q);
       put("kv_bytes_per_token", int(r.kv_bytes_per_token) + " B (" + r.attention + ", " + q.kv_dtype + ")",
           r.kv_bytes_per_token);
       put("kv_bytes_total", gb(r.kv_bytes_total), r.kv_bytes_total);
       put("min_tp_degree", r.min_tp_degree === null ? "more than " + P.max_tp_degree : String(r.min_tp_degree),
           r.min_tp_degree === null ? "none" : r.min_tp_degree);
-      var keys = ["kv_bytes_per_gpu", "weight_bytes_per_gpu", "reserve_bytes_per_gpu", "used_bytes_per_gpu",
-                  "max_batch", "max_context"];
       var verdict = results.querySelector('[data-key="verdict"]');
       if (r.tp_problem !== null) {
-        keys.forEach(function (k) { put(k, "—", "invalid"); });
-        verdict.textContent = "Invalid: " + r.tp_problem + ". Valid degrees: " + r.valid_tp_degrees.join(", ") + ".";
-        verdict.dataset.value = "invalid";
-        verdict.className = "ib-verdict ib-bad";
-        bar.hidden = true;
+        refuse([r.tp_problem + ". Valid degrees: " + r.valid_tp_degrees.join(", ")], true);
         return;
       }
       bar.hidden = false;

@@ -55,12 +55,19 @@
     return e;
   }
 
+  // The chart is drawn in CSS pixels of the width it is shown at (640 at most), so its 13 px
+  // labels stay 13 px on a phone instead of shrinking with a fixed 640-wide drawing.
+  var MAX_W = 640, MIN_W = 280;
+
   function plot(host, g, r) {          // log-log roofline with the step as a dot
-    var W = 640, H = 300, L = 64, R = 30, T = 16, B = 44;
+    var shown = host.clientWidth || MAX_W;
+    var W = Math.round(Math.max(MIN_W, Math.min(MAX_W, shown)));
+    var H = W < 480 ? 260 : 300, L = 64, R = W < 480 ? 18 : 30, T = 16, B = 44;
     var xmin = 0.1, xmax = 10000, ymin = 1e11, ymax = 1e16;
     var x = function (v) { return L + (W - L - R) * Math.log10(v / xmin) / Math.log10(xmax / xmin); };
     var y = function (v) { return H - B - (H - T - B) * Math.log10(v / ymin) / Math.log10(ymax / ymin); };
     var s = svg("svg", {viewBox: "0 0 " + W + " " + H, class: "ib-plot", role: "img",
+      "data-drawn-width": W,
       "aria-label": "Roofline of " + g.name + ": the decode step sits at " + r.intensity.toFixed(1) +
       " FLOP per byte, " + r.bound});
     s.append(svg("rect", {x: 0, y: 0, width: W, height: H, fill: "#ffffff"}));
@@ -147,6 +154,13 @@
     }
     form.addEventListener("input", update);
     update();
+    var drawnFor = chart.clientWidth, timer = null;
+    window.addEventListener("resize", function () {    // redraw for the new width
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        if (chart.clientWidth !== drawnFor) { drawnFor = chart.clientWidth; update(); }
+      }, 150);
+    });
   }
 
   window.InferbookRoofline = {decodeStep: decodeStep};
