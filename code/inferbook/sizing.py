@@ -97,7 +97,7 @@ DTYPES: dict[str, DType] = {
         DType("fp8", 8, note="e4m3; one fp32 scale per tensor (per layer for K and for V), "
                              "not per token, so counted as zero"),
         DType("int8", 8, 128, 2, note="one fp16 scale per group of 128 values"),
-        DType("int4", 4, 128, 4, note="one fp16 scale and one fp16 zero point per group of 128 values"),
+        DType("int4", 4, 128, 4, note="asymmetric: one fp16 scale and one fp16 zero point per group of 128 values"),
         DType("q8_0", 8, 32, 2, note="llama.cpp block: 32 int8 values + one fp16 scale"),
         DType("q4_0", 4, 32, 2, note="llama.cpp block: 32 4-bit values + one fp16 scale"),
         DType("awq", 4, 256, 5, note="AWQ / GPTQ 4-bit checkpoints: per 128 values one fp16 scale "
@@ -142,6 +142,15 @@ def _positive_int(name: str, value) -> int:
             f"{name} must be a positive integer, got {value!r} (the GPU is the second argument "
             "of fits/max_batch/max_context, and kv_bytes_per_gpu takes n_gpus second)")
     return validate.positive_int(name, value)
+
+
+def _resolved(spec) -> ModelSpec:
+    """Return `spec` if it is a ModelSpec: the helpers below the public functions take one
+    resolved spec (a name is resolved once, by the function the caller called)."""
+    if not isinstance(spec, ModelSpec):
+        raise validate.ArgumentTypeError(f"spec must be a ModelSpec (for a preset name, "
+                                         f"models.model(name)), got {type(spec).__name__}")
+    return spec
 
 
 def fraction(name: str, value, *, high_open: bool) -> float:
@@ -235,9 +244,9 @@ def kv_bytes_per_token(spec: ModelSpec | str, kv_dtype: str | DType = "bf16",
     return ceil_div(kv_bytes(s, ctx_tokens, 1, dt), ctx_tokens)
 
 
-def embedding_params(spec: ModelSpec | str) -> int:
+def embedding_params(spec: ModelSpec) -> int:
     """Return the parameters of the token embedding and the LM head (one matrix if tied)."""
-    s = _spec(spec)
+    s = _resolved(spec)
     return s.vocab_size * s.hidden_size * (1 if s.tie_word_embeddings else 2)
 
 
@@ -312,9 +321,9 @@ def valid_tp_degrees(spec: ModelSpec | str, max_gpus: int = 8) -> list[int]:
     return [n for n in range(1, max_gpus + 1) if tp_problem(spec, n) is None]
 
 
-def kv_heads_per_gpu(spec: ModelSpec | str, n_gpus: int) -> int:
+def kv_heads_per_gpu(spec: ModelSpec, n_gpus: int) -> int:
     """Return the KV heads each GPU stores under `n_gpus`-way TP (MLA: 0, it stores the latent)."""
-    s = _spec(spec)
+    s = _resolved(spec)
     problem = tp_problem(s, n_gpus)
     if problem:
         raise ValueError(f"n_gpus: {problem}")
