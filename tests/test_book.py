@@ -1003,6 +1003,13 @@ def test_pdf_has_every_page_with_figures_and_math(html):
     outline = [item.title for item in reader.outline]
     assert outline == [make_pdf.page_title(html / f"{p}.html") for p in pages]
     assert len(reader.pages) == int(said.group(3))
+    # the README's page count is what the command prints (within 15 %: chapters move)
+    readme = re.search(r"about (\d+) A4 pages \((\d+) pages of the book\)",
+                       " ".join((ROOT / "README.md").read_text().split()))
+    assert readme, "README.md does not say how many pages make pdf prints"
+    assert abs(int(readme.group(1)) - len(reader.pages)) <= 0.15 * len(reader.pages), \
+        f"README says about {readme.group(1)} PDF pages, make pdf printed {len(reader.pages)}"
+    assert int(readme.group(2)) == len(pages), (readme.group(2), len(pages))
     text = unicodedata.normalize("NFKC", "\n".join(p.extract_text() or "" for p in reader.pages))
     flat = " ".join(text.split())
     for chapter in CHAPTERS:   # every chapter's title, and its figures as images
