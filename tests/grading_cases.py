@@ -112,7 +112,7 @@ def score_with_fork(model, prompt, completions):
 NO_FORK = '''
 def score_with_fork(model, prompt, completions):
     cache = PagedKVCache.for_model(model.config, num_blocks=64, block_size=16)
-    cache.add_sequence("P")
+    cache.blocks.add_sequence("P")
     out = []
     with torch.inference_mode():
         model(torch.tensor([prompt]), cache=cache.view("P"), pos=0)
@@ -397,15 +397,15 @@ def tile_visible(q_start, q_end, k_start, n_q, n_k):
         "fork": '''
 def score_with_fork(model, prompt, completions):
     cache = PagedKVCache.for_model(model.config, num_blocks=512, block_size=16)
-    cache.add_sequence("P")
+    cache.blocks.add_sequence("P")
     with torch.inference_mode():
         model(torch.tensor([prompt]), cache=cache.view("P"), pos=0)
         for i in range(len(completions)):
-            cache.fork("P", f"c{i}")
+            cache.blocks.fork("P", f"c{i}")
         logits = [model(torch.tensor([c]), cache=cache.view(f"c{i}"), pos=len(prompt))[0]
                   for i, c in enumerate(completions)]
     for i in range(len(completions)):
-        cache.free_sequence(f"c{i}")
+        cache.blocks.free_sequence(f"c{i}")
     return logits
 ''',
         "hashes": '''
@@ -428,16 +428,16 @@ def reusable_tokens(prompt, cached, block_size=16):
         "fork": '''
 def score_with_fork(model, prompt, completions):
     cache = PagedKVCache.for_model(model.config, num_blocks=256, block_size=16)
-    cache.add_sequence("P")
+    cache.blocks.add_sequence("P")
     out = []
     with torch.inference_mode():
         model(torch.tensor([prompt]), cache=cache.view("P"), pos=0)
         for i, c in enumerate(completions):
-            cache.fork("P", i)
+            cache.blocks.fork("P", i)
             rows = [model(torch.tensor([[t]]), cache=cache.view(i), pos=len(prompt) + j)[0, -1]
                     for j, t in enumerate(c)]
             out.append(torch.stack(rows))
-            cache.free_sequence(i)
+            cache.blocks.free_sequence(i)
     return out
 ''',
         "hashes": '''

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from inferbook import (
     arith,
     blocks,
@@ -78,7 +79,7 @@ def books():
 
 def pcache():
     c = paged.PagedKVCache(blocks.BlockAllocator(8, 4), 2, 2, 8)
-    c.add_sequence(0)
+    c.blocks.add_sequence(0)
     c.append_slots(0, 5)
     return c
 

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferbook.blocks import (BlockAllocator, BlockManager, OutOfBlocksError, blocks_for,
-                              check_invariants)
+from inferbook.blocks import BlockAllocator, BlockManager, OutOfBlocksError, blocks_for, check_invariants
 from inferbook.prefix_cache import PrefixCache
 
 
@@ -133,11 +132,16 @@ def test_random_histories_keep_the_books_consistent(ops):
         check_invariants(b)
 
 
-def test_blocks_for_and_paged_reexports_are_the_same_objects():
-    assert blocks_for(17, 16) == 2
+def test_blocks_for_rounds_up_and_the_books_are_imported_from_here():
+    assert blocks_for(17, 16) == 2 and blocks_for(16, 16) == 1 and blocks_for(0, 16) == 0
     from inferbook import paged
-    assert paged.BlockAllocator is BlockAllocator and paged.OutOfBlocksError is OutOfBlocksError
-    assert paged.check_invariants is check_invariants
+    assert not hasattr(paged, "blocks_for") and not hasattr(paged, "check_invariants")
+    cache = paged.PagedKVCache(BlockAllocator(4, 4), 1, 1, 1)
+    assert isinstance(cache.blocks, BlockManager)
+    forwarded = [m for m in ("add_sequence", "fork", "free_sequence", "block_table", "num_tokens",
+                             "blocks_needed", "can_append", "admission_cost", "can_admit",
+                             "sequences", "copies") if hasattr(cache, m)]
+    assert not forwarded, f"PagedKVCache forwards {forwarded}: ask cache.blocks"
 
 
 PLANNER = ["simulate", "sizing", "models", "hardware", "blocks", "steploop", "workload", "metrics",

@@ -7,10 +7,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferbook.blocks import check_invariants
 from inferbook.decode import generate_cached
-from inferbook.engine import Engine, Request, forward_batch, mixed_workload, serve
+from inferbook.engine import Engine, forward_batch, serve
 from inferbook.gpt import GPT, GPTConfig
-from inferbook.paged import PagedKVCache, check_invariants
+from inferbook.paged import PagedKVCache
+from inferbook.steploop import Request
+from inferbook.workload import mixed_workload
 
 VOCAB = 50
 
@@ -166,7 +169,7 @@ def test_bad_requests_and_cache_are_refused(model):
     with pytest.raises(ValueError, match="vocabulary"):
         serve(model, [Request(0, (VOCAB,), 2)], num_blocks=8)
     with pytest.raises(TypeError, match="cache"):
-        from inferbook.engine import Scheduler
+        from inferbook.steploop import Scheduler
         Scheduler("cache")
     with pytest.raises(TypeError, match="model"):
         Engine("gpt2", num_blocks=8)

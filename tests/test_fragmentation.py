@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferbook.blocks import BlockAllocator
 from inferbook.fragmentation import (
     POLICIES,
     SHAREGPT_MEAN_OUTPUT,
@@ -14,7 +15,6 @@ from inferbook.fragmentation import (
     sharegpt_like,
     simulate,
 )
-from inferbook.paged import BlockAllocator
 
 
 def test_workload_is_seeded_bounded_and_has_the_stated_means():

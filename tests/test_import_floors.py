@@ -10,11 +10,13 @@ A new module must be given a floor here, and DEVELOPERS.md shows the same table.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "code" / "inferbook"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "code" / "inferbook"
 
 # bottom to top; DEVELOPERS.md "Layout" lists the same floors and what each module owns
 FLOORS = {
@@ -117,3 +119,65 @@ def test_the_finder_sees_lazy_imports(tmp_path):
 def test_each_floor_is_listed_in_developers(floor):
     text = (PACKAGE.parents[1] / "DEVELOPERS.md").read_text()
     assert f"**{floor}**" in text, f"DEVELOPERS.md does not show the floor {floor!r}"
+
+
+# --- no pass-through names: a caller imports a name from the module that defines it ----------
+
+# names the planning floor still hands on (its modules are being split; the list only shrinks)
+PASSED_ON = {"recommend": {"check_command", "choose_draft_length", "engine_args", "spec_schedule"}}
+
+
+def defined_names(path: Path) -> set[str]:
+    """Return the names `path` defines at its top level (def, class, assignment), not imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        for sub in ([node] if not isinstance(node, (ast.If, ast.Try)) else ast.walk(node)):
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(sub.name)
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+DEFINED = {p.stem: defined_names(p) for p in PACKAGE.glob("*.py")}
+
+
+def passed_on(source: str, where: str) -> list[str]:
+    """Return 'where:line: name from module' for each package name imported from a module
+    that only imports it itself."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        parts = node.module.split(".")
+        module = parts[0] if node.level == 1 else parts[1] if parts[0] == "inferbook" and len(parts) > 1 else None
+        for alias in node.names if module in DEFINED else ():
+            if (alias.name not in DEFINED[module] and alias.name not in DEFINED and alias.name != "*"
+                    and alias.name not in PASSED_ON.get(module, ())):
+                found.append(f"{where}:{node.lineno}: {alias.name} from {module}")
+    return found
+
+
+def _sources():
+    for path in sorted([*PACKAGE.glob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]):
+        yield str(path.relative_to(ROOT)), path.read_text()
+    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                lines = "".join(cell["source"]).splitlines()
+                yield f"{path.relative_to(ROOT)} cell {i}", "\n".join(
+                    line for line in lines if not line.lstrip().startswith(("%", "!")))
+
+
+def test_names_are_imported_from_their_owner():
+    """`from inferbook.paged import blocks_for` would lift the books (a lower room) into paged:
+    every import in the package, tests, tools and notebooks names the module that defines it."""
+    found = [hit for where, source in _sources() for hit in passed_on(source, where)]
+    assert not found, "import these from the module that defines them:\n" + "\n".join(found)
+
+
+def test_the_owner_check_sees_a_passed_on_name():
+    assert passed_on("from inferbook.paged import blocks_for, PagedKVCache\n", "probe") == [
+        "probe:1: blocks_for from paged"]
+    assert passed_on("from .blocks import blocks_for\nfrom inferbook import paged\n", "probe") == []

@@ -8,8 +8,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from inferbook.engine import Request, serve  # noqa: E402
+from inferbook.engine import serve  # noqa: E402
 from inferbook.llama import Llama, LlamaConfig, apply_rope, load_hf_llama, rope_cos_sin  # noqa: E402
+from inferbook.steploop import Request  # noqa: E402
 
 
 def _hf(seed=0, **over):

@@ -8,16 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from inferbook.blocks import BlockAllocator, OutOfBlocksError, blocks_for, check_invariants
 from inferbook.decode import generate_cached
 from inferbook.gpt import GPT, GPTConfig, causal_attention
 from inferbook.paged import (
     BatchCacheView,
-    BlockAllocator,
-    OutOfBlocksError,
     PagedKVCache,
     SequenceCacheView,
-    blocks_for,
-    check_invariants,
     paged_attention,
     paged_decode_attention,
 )

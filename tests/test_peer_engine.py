@@ -10,8 +10,9 @@ transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "ContinuousBatchingConfig"):
     pytest.skip("this transformers has no continuous batching", allow_module_level=True)
 
-from inferbook.engine import Request, serve  # noqa: E402
+from inferbook.engine import serve  # noqa: E402
 from inferbook.gpt import load_hf_gpt2  # noqa: E402
+from inferbook.steploop import Request  # noqa: E402
 
 
 def _models(seed: int):

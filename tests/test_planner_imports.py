@@ -27,9 +27,11 @@ def test_import_loads_no_torch(module):
     assert out == "", f"import {module} loaded {out}"
 
 
-def test_speculative_reexports_the_formula():
-    from inferbook import speculation_math, speculative
-    assert speculative.expected_tokens_per_pass is speculation_math.expected_tokens_per_pass
+def test_the_formula_is_imported_from_its_owner():
+    from inferbook import speculative
+    from inferbook.speculation_math import expected_tokens_per_pass
+    assert expected_tokens_per_pass(0.0, 4) == 1.0 and expected_tokens_per_pass(1.0, 4) == 5.0
+    assert not hasattr(speculative, "expected_tokens_per_pass")
 
 
 def test_cli_help_starts_fast():

@@ -5,17 +5,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferbook.blocks import BlockAllocator, blocks_for, check_invariants
 from inferbook.gpt import GPT, GPTConfig
-from inferbook.paged import BlockAllocator, PagedKVCache, blocks_for, check_invariants
+from inferbook.paged import PagedKVCache
 from inferbook.prefix_cache import (
     PrefixCache,
-    agent_workload,
     block_hashes,
     hash_block,
     replay,
     score_forked,
     score_reencoded,
 )
+from inferbook.workload import agent_workload
 
 
 def test_only_full_blocks_get_a_hash():

@@ -357,7 +357,7 @@ def test_schedule_is_a_valid_vllm_schedule(k, t_crit, max_seqs):
 @settings(max_examples=40, deadline=None)
 @given(alpha=st.floats(0.05, 0.95), cost=st.floats(0, 0.5))
 def test_draft_length_is_near_optimal(alpha, cost):
-    from inferbook.speculative import expected_tokens_per_pass
+    from inferbook.speculation_math import expected_tokens_per_pass
     k = choose_draft_length(alpha, cost)
     speed = [expected_tokens_per_pass(alpha, j) / (1 + j * cost) for j in range(1, 9)]
     assert 1 <= k <= 8 and speed[k - 1] >= 0.9 * max(speed)

@@ -11,10 +11,12 @@ import torch
 from inferbook import capacity, cost_model, metrics, roofline, sizing, steploop, workload
 from inferbook import simulate as sim
 from inferbook.decision import Decision
-from inferbook.engine import Request, mixed_workload, serve
+from inferbook.engine import serve
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.hardware import gpu
 from inferbook.models import model
+from inferbook.steploop import Request
+from inferbook.workload import mixed_workload
 
 LLAMA8 = model("Llama-3.1-8B")
 

@@ -273,6 +273,18 @@ def test_bad_inputs_name_the_argument_and_the_rule(call, error, message):
         call()
 
 
+def test_names_are_resolved_by_the_public_functions_not_the_helpers_below_them():
+    """kv_bytes and fits take a preset name (the reader's calculator); the helpers they call
+    take the one ModelSpec the public function resolved, and refuse a name."""
+    spec = model("Llama-3.1-8B")
+    assert sizing.kv_heads_per_gpu(spec, 2) == 4 and sizing.embedding_params(spec) > 0
+    for helper in (lambda: sizing.kv_heads_per_gpu("Llama-3.1-8B", 2),
+                   lambda: sizing.embedding_params("Llama-3.1-8B")):
+        with pytest.raises(TypeError, match=r"spec must be a ModelSpec \(for a preset name, models.model"):
+            helper()
+    assert kv_bytes("Llama-3.1-8B", 1024) == kv_bytes(spec, 1024)
+
+
 def test_sliding_windows_in_flight_and_shared_prefixes():
     m = model("Mistral-7B-v0.1")
     per_token = 32 * 2 * 8 * 128 * 2

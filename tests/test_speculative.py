@@ -20,8 +20,15 @@ from scipy.stats import chi2, chisquare
 from inferbook import speculative
 from inferbook.decode import generate_cached
 from inferbook.gpt import GPT, GPTConfig
-from inferbook.speculative import (acceptance_probability, expected_tokens_per_pass, probabilities,
-                                   residual, sample_generate, speculative_generate, verify)
+from inferbook.speculation_math import expected_tokens_per_pass
+from inferbook.speculative import (
+    acceptance_probability,
+    probabilities,
+    residual,
+    sample_generate,
+    speculative_generate,
+    verify,
+)
 
 P_MIN = 1e-3  # chi-square p-value below which a test fails (see the module docstring)
 

@@ -19,14 +19,15 @@ from hypothesis import strategies as st
 
 from inferbook import capacity, cost_model, metrics
 from inferbook import simulate as sim
-from inferbook.blocks import BlockManager
-from inferbook.engine import Engine, Request, Scheduler, Sequence
+from inferbook.blocks import BlockAllocator, BlockManager, check_invariants
+from inferbook.engine import Engine
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.kv_cache import KVCache
-from inferbook.paged import BlockAllocator, PagedKVCache, check_invariants
 from inferbook.metrics import SLO
 from inferbook.models import model as model_preset
+from inferbook.paged import PagedKVCache
 from inferbook.prefix_cache import PrefixCache
+from inferbook.steploop import Request, Scheduler, Sequence
 from inferbook.workload import fixed_workload
 
 LLAMA8 = model_preset("Llama-3.1-8B")

@@ -159,9 +159,9 @@ def test_engine_dispatch_chooses_triton_only_on_a_gpu():
 
 def test_cpu_decode_step_never_imports_the_kernel():
     # the engine's attention on the CPU: a decode step through PagedContext, in a fresh process
-    code = ("import sys, torch; from inferbook import paged;"
-            "cache = paged.PagedKVCache(paged.BlockAllocator(8, 4), 1, 2, 16);"
-            "cache.add_sequence(0); cache.reserve(0, 5);"
+    code = ("import sys, torch; from inferbook import paged; from inferbook.blocks import BlockAllocator;"
+            "cache = paged.PagedKVCache(BlockAllocator(8, 4), 1, 2, 16);"
+            "cache.blocks.add_sequence(0); cache.reserve(0, 5);"
             "ctx = paged.PagedContext(cache, [(0, 4, 1)]);"
             "q, k, v = (torch.randn(1, 1, h, 16) for h in (4, 2, 2));"
             "assert ctx.attend(0, q, k, v).shape == q.shape;"

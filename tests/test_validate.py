@@ -9,17 +9,18 @@ import pytest
 import torch
 
 from inferbook import validate
-from inferbook.blocks import BlockManager
+from inferbook.blocks import BlockAllocator, BlockManager, blocks_for
 from inferbook.decode import generate_cached, generate_naive
-from inferbook.engine import Engine, Request, Scheduler, mixed_workload, serve
+from inferbook.engine import Engine, serve
 from inferbook.fragmentation import sharegpt_like, simulate
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.kv_cache import ConcatKVCache, KVCache
-from inferbook.paged import (BlockAllocator, PagedKVCache, blocks_for, paged_attention,
-                             paged_decode_attention)
+from inferbook.paged import PagedKVCache, paged_attention, paged_decode_attention
 from inferbook.prefix_cache import PrefixCache, block_hashes, score_forked, score_reencoded
-from inferbook.speculative import (expected_tokens_per_pass, probabilities, sample_generate,
-                                   speculative_generate, verify)
+from inferbook.speculation_math import expected_tokens_per_pass
+from inferbook.speculative import probabilities, sample_generate, speculative_generate, verify
+from inferbook.steploop import Request, Scheduler
+from inferbook.workload import mixed_workload
 
 CFG = GPTConfig(vocab_size=20, n_positions=32, n_embd=8, n_layer=2, n_head=2)
 

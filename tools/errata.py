@@ -301,13 +301,19 @@ def _ch3_bit_identical() -> str:
         differ += not np.array_equal(tiled, direct)
         err_tiled.append(np.abs(tiled - exact).max())
         err_direct.append(np.abs(direct - exact).max())
+    # The count and the medians depend on the CPU's float32 kernels (OpenBLAS picks them by CPU:
+    # 94 % on one machine, 95 % on another), so the page states what every machine shows: most
+    # results differ, and the two errors are of one size, far below float32's unit roundoff x N.
+    tiled_median, direct_median = float(np.median(err_tiled)), float(np.median(err_direct))
+    assert differ > 0.8 * trials, differ
+    assert max(tiled_median, direct_median) < min(2 * min(tiled_median, direct_median), 1e-6)
     return ("Exact in exact arithmetic, not bit-identical in any floating-point format: the tiled "
             "loop adds the same terms in another order, rescales partial sums by "
             "exp(m_old − m_new) and divides at the end. Over "
             f"{trials} random one-query problems (N = 256, d = 64, tiles of 32) the float32 tiled "
-            f"result differed from the float32 one-shot result in {100 * differ / trials:.0f}% of "
-            "cases, while both had the same error against float64 (median "
-            f"{np.median(err_tiled):.1e} vs {np.median(err_direct):.1e}). The right statement is "
+            "result differed from the float32 one-shot result in more than 80% of cases (the exact "
+            "share depends on the CPU's float32 kernels), while both had errors of the same size "
+            "against float64 (medians within 2× of each other, both below 1e-6). The right statement is "
             "flash-attention's test rule: error at most 2× that of the plain computation in the "
             "same precision (checked in `tests/test_flash.py`).")
 
@@ -411,7 +417,8 @@ def _ch3_blog_pseudocode() -> str:
             f"Q, K and V all {n}×{d}, blocks of {block}, so every key is read) it is off by "
             f"{err:.2f} relative to the largest output (chapter 3 runs the same problem). "
             "Accumulating `O = O * correction + exp(S - new_m) @ V_block` unnormalised and "
-            f"dividing by `l` once at the end gives the reference to {fixed:.0e}. A separate flaw: "
+            f"dividing by `l` once at the end gives the reference to better than 1e-12 (float64). "
+            "A separate flaw: "
             "the block count is taken from `Q.shape[0]`, so with fewer queries than keys (a chunk "
             f"of new tokens against a longer cache: {len(q_short)} queries, {n} keys) it reads "
             f"only {blocks_read * block} of the {n} keys. (It also uses an undefined `d_k`.)")

@@ -14,8 +14,8 @@ is specific to running a model:
 * `Engine.run(requests)` loops until every request is done and returns per-request metrics
   (`metrics.RequestMetrics`: TTFT, TPOT, ITL, end-to-end latency) and a per-step timeline.
 
-`Request`, `Scheduler`, `Sequence`, `Status`, `StepRecord`, `EngineResult` (from `steploop`),
-`RequestMetrics` (from `metrics`) and `mixed_workload` (from `workload`) are importable from here.
+The requests and the scheduler (`Request`, `Scheduler`, `EngineResult`) are `steploop`'s, the
+metrics `metrics`' and the workloads `workload`'s: import them from there.
 
 Greedy outputs do not depend on the batching: each sequence's logits are computed from its own
 tokens only, so the engine reproduces single-request greedy decoding token for token (exactly
@@ -32,12 +32,9 @@ from . import validate
 from .blocks import BlockAllocator
 from .gpt import GPT
 from .llama import Llama
-from .metrics import RequestMetrics  # noqa: F401 (re-exported: engine.RequestMetrics)
 from .paged import PagedContext, PagedKVCache
 from .prefix_cache import PrefixCache
-from .steploop import (EngineResult, Request, Scheduler, Sequence, Status,  # noqa: F401 (re-exported)
-                       StepRecord, run)
-from .workload import mixed_workload  # noqa: F401 (re-exported: chapter 6 and exercise 6 use it)
+from .steploop import EngineResult, Request, Scheduler, run
 
 
 @torch.inference_mode()

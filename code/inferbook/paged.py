@@ -8,29 +8,20 @@ ever wastes the unused tail of its last block, and blocks can be shared between 
 
 Public API (stable; the serving engine builds on it):
 
-``BlockAllocator(num_blocks, block_size=16)``, ``OutOfBlocksError``, ``blocks_for``, ``check_invariants``
-    The free list and reference counts, the out-of-blocks signal, ⌈num_tokens / block_size⌉ and
-    the books' consistency check: defined in `blocks` (torch-free) and importable from here.
-    ``allocate() -> int`` (ref count 1; raises ``OutOfBlocksError`` when the free list is empty),
-    ``free(block)`` (drops one reference; the block returns to the free list at 0; freeing a
-    free block raises ``ValueError``), ``incref(block)``, ``ref_count(block)``,
-    ``num_free_blocks``, ``can_allocate(n)``. The free list is ordered: blocks a prefix cache
-    still indexes go to its tail and are evicted least-recently-used (see
-    `prefix_cache.PrefixCache`, which plugs in through ``allocator.hook``).
+The books (``BlockAllocator``, ``BlockManager``, ``OutOfBlocksError``, ``blocks_for``,
+``check_invariants``) live in `blocks`, torch-free; import them from there.
 
 ``PagedKVCache(allocator, n_layers, n_kv_heads, head_dim, dtype=torch.float32, device="cpu")``
     Storage ``k_pool[layer]``, ``v_pool[layer]``: ``[num_blocks, block_size, n_kv_heads, head_dim]``.
-    Sequences by id (any hashable): ``add_sequence(seq_id, blocks=(), num_tokens=0)`` (start
-    empty, or on blocks the caller already holds a reference to, e.g. from a prefix-cache hit),
-    ``reserve(seq_id, n)`` (reserve n more token slots; what a scheduler calls),
-    ``append_slots(seq_id, n) -> slots`` (reserve n more token slots; a new block only when
-    the last one is full; copy-on-write of a shared partly-filled last block; returns the flat
-    slot indices ``block * block_size + offset``, a LongTensor [n]), ``can_append(seq_id, n)``,
-    ``blocks_needed(seq_id, n)``, ``admission_cost(num_tokens, hit_blocks)``, ``can_admit``,
-    ``write(layer, slots, k, v)``, ``gather(layer, seq_id)``,
-    ``fork(parent_id, child_id)`` (share every block), ``free_sequence(seq_id)`` (drop the
-    sequence's references; a second call raises ``ValueError``), ``block_table(seq_id) ->
-    list[int]``, ``num_tokens(seq_id)``, ``sequences``, ``view(seq_id) -> SequenceCacheView``.
+    The books are ``cache.blocks``, a `blocks.BlockManager`: sequences by id (any hashable) are
+    added, forked, freed and measured there (``cache.blocks.add_sequence(seq_id)``,
+    ``.fork``, ``.free_sequence``, ``.block_table``, ``.num_tokens``, ``.can_admit``,
+    ``.copies``, ...). What touches the tensors is here: ``reserve(seq_id, n)`` (reserve n more
+    token slots and make the copy-on-write copies the books ask for; what a scheduler's
+    executor calls), ``append_slots(seq_id, n) -> slots`` (the same, returning the flat slot
+    indices ``block * block_size + offset``, a LongTensor [n]; a new block only when the last
+    one is full), ``slots(seq_id, start, stop)``, ``write(layer, slots, k, v)``,
+    ``gather(layer, seq_id)``, ``view(seq_id) -> SequenceCacheView``.
 
 ``PagedContext(cache, steps)``
     The model's attention context (see `gpt`) for one step through the pages: `steps` lists
@@ -70,8 +61,7 @@ import torch.nn.functional as F
 
 from . import validate
 from .arith import ceil_div
-from .blocks import (BlockAllocator, BlockManager, OutOfBlocksError, PoolTooSmallError,  # noqa: F401 (re-exported)
-                     blocks_for, check_invariants)
+from .blocks import BlockAllocator, BlockManager, OutOfBlocksError, PoolTooSmallError
 from .masks import causal_mask, position_mask
 
 
@@ -81,7 +71,8 @@ class PagedKVCache:
     k_pool[layer], v_pool[layer]: [num_blocks, block_size, n_kv_heads, head_dim]. Token t of a
     sequence lives in block `block_table[t // block_size]` at offset `t % block_size`. The books
     (block tables, lengths, copy-on-write decisions) are kept by `self.blocks`, a torch-free
-    `blocks.BlockManager`; this class stores the tensors and makes the block copies it asks for.
+    `blocks.BlockManager`, which callers ask directly (``cache.blocks.add_sequence(seq_id)``);
+    this class stores the tensors and makes the block copies the books ask for.
     """
 
     def __init__(
@@ -116,44 +107,7 @@ class PagedKVCache:
         return cls(BlockAllocator(num_blocks, block_size), config.n_layer, config.n_head,
                    config.head_dim, dtype, device)
 
-    # --- sequences: the books are the BlockManager's ------------------------------------------
-    @property
-    def sequences(self) -> list[Hashable]:
-        return self.blocks.sequences
-
-    @property
-    def copies(self) -> int:
-        """Copy-on-write block copies made so far."""
-        return self.blocks.copies
-
-    def add_sequence(self, seq_id: Hashable, blocks: Sequence[int] = (), num_tokens: int | None = None) -> None:
-        """Register a sequence; optionally on `blocks` the caller already holds one reference to.
-
-        `num_tokens` defaults to `len(blocks) * block_size` (full blocks, as a prefix-cache hit gives).
-        """
-        self.blocks.add_sequence(seq_id, blocks, num_tokens)
-
-    def block_table(self, seq_id: Hashable) -> list[int]:
-        """Return the sequence's physical blocks in logical order (a copy)."""
-        return self.blocks.block_table(seq_id)
-
-    def num_tokens(self, seq_id: Hashable) -> int:
-        return self.blocks.num_tokens(seq_id)
-
-    def blocks_needed(self, seq_id: Hashable, n: int) -> int:
-        """Return the new blocks `append_slots(seq_id, n)` would take (incl. a copy-on-write)."""
-        return self.blocks.blocks_needed(seq_id, n)
-
-    def can_append(self, seq_id: Hashable, n: int = 1) -> bool:
-        return self.blocks.can_append(seq_id, n)
-
-    def admission_cost(self, num_tokens: int, hit_blocks: Sequence[int] = ()) -> int:
-        """Return the free blocks admitting a sequence takes (see `BlockManager.admission_cost`)."""
-        return self.blocks.admission_cost(num_tokens, hit_blocks)
-
-    def can_admit(self, num_tokens: int, hit_blocks: Sequence[int] = ()) -> bool:
-        return self.blocks.can_admit(num_tokens, hit_blocks)
-
+    # --- slots: the books are `self.blocks` (add, fork, free, measure a sequence there) -------
     def append_slots(self, seq_id: Hashable, n: int) -> torch.Tensor:
         """Reserve slots for `n` more tokens; return their flat slot indices (LongTensor [n]).
 
@@ -174,14 +128,6 @@ class PagedKVCache:
         """Return the flat slot indices of tokens start .. stop − 1 of the sequence."""
         return torch.tensor(self.blocks.slots(seq_id, start, stop), dtype=torch.long,
                             device=self.k_pool[0].device)
-
-    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Make `child_id` share every block of `parent_id` (copy-on-write on the next divergent write)."""
-        self.blocks.fork(parent_id, child_id)
-
-    def free_sequence(self, seq_id: Hashable) -> None:
-        """Drop the sequence's block references (last block first, so it is evicted first)."""
-        self.blocks.free_sequence(seq_id)
 
     # --- data ------------------------------------------------------------------------------
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -269,7 +215,7 @@ class PagedContext:
     """The attention context of one step through a `PagedKVCache` (the model's seam; see `gpt`).
 
     steps: ``(seq_id, start, n)`` per sequence: it computes its tokens start .. start + n − 1,
-    whose slots are already reserved (``start + n ≤ cache.num_tokens(seq_id)``). Built once per
+    whose slots are already reserved (``start + n ≤ cache.blocks.num_tokens(seq_id)``). Built once per
     step, from the cache's public API: `slot_mapping` [T] (where each new token's keys/values
     go), `positions`, and per group (decodes apart from prefill chunks, as engines use a decode
     and a prefill kernel) block tables padded to the longest and causal masks. Packed layout:
@@ -291,12 +237,12 @@ class PagedContext:
         bs = cache.block_size
         tables, starts, lengths = [], [], []
         for i, (seq_id, start, n) in enumerate(steps):
-            tables.append(cache.block_table(seq_id))
+            tables.append(cache.blocks.block_table(seq_id))
             starts.append(validate.non_negative_int(f"steps[{i}] start", start))
             lengths.append(validate.positive_int(f"steps[{i}] n", n))
-            if start + n > cache.num_tokens(seq_id):
+            if start + n > cache.blocks.num_tokens(seq_id):
                 raise ValueError(f"steps[{i}]: tokens {start}..{start + n - 1} of {seq_id!r} have no "
-                                 f"slots ({cache.num_tokens(seq_id)} reserved); reserve them first")
+                                 f"slots ({cache.blocks.num_tokens(seq_id)} reserved); reserve them first")
         if rectangular and len(set(zip(starts, lengths))) != 1:
             raise ValueError("rectangular=True needs every sequence at the same start and n")
         self.cache, self.rectangular = cache, rectangular
@@ -415,11 +361,11 @@ def _begin_append(cache: PagedKVCache, seq_ids: list, pos: int, n: int) -> Paged
     """Reserve n slots on every sequence (all of length pos), all or nothing; return the context."""
     pos, n = validate.non_negative_int("pos", pos), validate.positive_int("n", n)
     for s in seq_ids:
-        if cache.num_tokens(s) != pos:
+        if cache.blocks.num_tokens(s) != pos:
             raise ValueError(f"paged cache appends only: got pos={pos} but sequence {s!r} holds "
-                             f"{cache.num_tokens(s)} tokens")
-    needed = sum(cache.blocks_needed(s, n) for s in seq_ids)
-    held = {b for s in seq_ids for b in cache.block_table(s)}  # forked sequences share blocks
+                             f"{cache.blocks.num_tokens(s)} tokens")
+    needed = sum(cache.blocks.blocks_needed(s, n) for s in seq_ids)
+    held = {b for s in seq_ids for b in cache.blocks.block_table(s)}  # forked sequences share blocks
     if needed + len(held) > cache.allocator.num_blocks:
         raise PoolTooSmallError(needed, cache.allocator.num_free_blocks,
                                 f"n={n}: appending {n} token(s) to {seq_ids} (more blocks than the whole "
@@ -443,12 +389,12 @@ class SequenceCacheView:
     batch = 1
 
     def __init__(self, cache: PagedKVCache, seq_id: Hashable):
-        cache.num_tokens(seq_id)  # raises for an unknown sequence
+        cache.blocks.num_tokens(seq_id)  # raises for an unknown sequence
         self.cache, self.seq_id = cache, seq_id
 
     @property
     def length(self) -> int:
-        return self.cache.num_tokens(self.seq_id)
+        return self.cache.blocks.num_tokens(self.seq_id)
 
     def begin_step(self, pos: int, n: int) -> PagedContext:
         return _begin_append(self.cache, [self.seq_id], pos, n)
@@ -475,14 +421,14 @@ class BatchCacheView:
             raise ValueError("BatchCacheView needs at least one sequence")
         if len(set(seq_ids)) != len(seq_ids):
             raise ValueError(f"seq_ids must be distinct, got {seq_ids}")
-        lengths = {cache.num_tokens(s) for s in seq_ids}
+        lengths = {cache.blocks.num_tokens(s) for s in seq_ids}
         if len(lengths) != 1:
             raise ValueError(f"BatchCacheView needs sequences of equal length, got lengths {sorted(lengths)}")
         self.cache, self.seq_ids, self.batch = cache, seq_ids, len(seq_ids)
 
     @property
     def length(self) -> int:
-        return self.cache.num_tokens(self.seq_ids[0])
+        return self.cache.blocks.num_tokens(self.seq_ids[0])
 
     def begin_step(self, pos: int, n: int) -> PagedContext:
         return _begin_append(self.cache, self.seq_ids, pos, n)

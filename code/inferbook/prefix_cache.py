@@ -18,20 +18,21 @@ Public API (stable):
 ``hash_block(parent_hash, block_tokens) -> int``
     One link of the chain (SHA-256 of the parent hash and the tokens, truncated to 64 bits).
 ``PrefixCache(allocator)``
-    Plugs into a `paged.BlockAllocator` (``allocator.hook``). ``lookup(tokens, max_tokens=None)
+    Plugs into a `blocks.BlockAllocator` (``allocator.hook``). ``lookup(tokens, max_tokens=None)
     -> list[int]`` (blocks of the longest cached prefix; no references taken),
     ``match(tokens) -> list[int]`` (the same, at most ``len(tokens) - 1`` tokens so the last
     prompt token is always computed, with one reference taken per block: pass them to
-    ``PagedKVCache.add_sequence(seq_id, blocks)``), ``insert(tokens, block_table)`` (index the
+    ``BlockManager.add_sequence(seq_id, blocks)``), ``insert(tokens, block_table)`` (index the
     full blocks of a sequence whose KV has been computed), ``is_cached(block)``, ``evict(block)``,
     counters ``query_tokens``, ``hit_tokens``, ``hit_rate``, ``evictions``, ``num_cached_blocks``.
 ``score_forked(model, prompt, completions, block_size=16, batch=False)`` and ``score_reencoded(model, prompt, completions, batch=False)``
     Prefix sharing inside one request (the lesson's exercise 2): the logits of several completions
     of one prompt, by prefilling the prompt once and forking its paged cache per completion
     (copy-on-write), or by re-encoding prompt + completion each time. Same logits, less work.
-``replay(requests, num_blocks, block_size)`` (and ``agent_workload``, from `workload`)
-    A simulated agent workload (shared system prompt and tool schema, multi-turn chats) and its
-    replay through an allocator with a prefix cache: hit rate and prefill tokens saved.
+``replay(requests, num_blocks, block_size)``
+    A workload (e.g. `workload.agent_workload`: a shared system prompt and tool schema,
+    multi-turn chats) replayed through an allocator with a prefix cache: hit rate and prefill
+    tokens saved.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from . import validate
 from .arith import ceil_div
 from .blocks import BlockAllocator, BlockManager
 from .steploop import Request, Scheduler, ScriptedExecutor, run
-from .workload import agent_workload  # noqa: F401 (re-exported: chapter 5 imports it from here)
 
 ROOT_HASH = 0  # the "parent" of the first block
 
@@ -213,21 +213,21 @@ def score_forked(model, prompt: Sequence[int], completions: Sequence[Sequence[in
     per_fork = ceil_div(len(prompt) + max(len(c) for c in completions), block_size) - shared
     num_blocks = ceil_div(len(prompt), block_size) + (len(completions) if batch else 1) * per_fork
     cache = PagedKVCache.for_model(cfg, num_blocks, block_size, dtype=next(model.parameters()).dtype)
-    cache.add_sequence("prompt")
+    cache.blocks.add_sequence("prompt")
     with torch.inference_mode():
         model(torch.tensor([prompt]), cache=cache.view("prompt"), pos=0, last_only=True)
         if batch:
             for i in range(len(completions)):
-                cache.fork("prompt", i)
+                cache.blocks.fork("prompt", i)
             view = BatchCacheView(cache, list(range(len(completions))))
             logits = model(torch.tensor(completions), cache=view, pos=len(prompt))
             return list(logits)
         out = []
         for i, c in enumerate(completions):
-            cache.fork("prompt", i)
+            cache.blocks.fork("prompt", i)
             logits = model(torch.tensor([c]), cache=cache.view(i), pos=len(prompt))
             out.append(logits[0])
-            cache.free_sequence(i)
+            cache.blocks.free_sequence(i)
     return out
 
 

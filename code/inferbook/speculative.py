@@ -24,7 +24,6 @@ import torch
 from . import validate
 from .gpt import GPT
 from .kv_cache import KVCache
-from .speculation_math import expected_tokens_per_pass  # noqa: F401 (torch-free, re-exported)
 
 
 def _float_tensor(name: str, t) -> torch.Tensor:

@@ -40,7 +40,8 @@ import numpy as np
 import torch
 
 from inferbook import tiny_lm
-from inferbook.engine import mixed_workload, serve
+from inferbook.engine import serve
+from inferbook.workload import mixed_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = dict(n_requests=128, prompt_len=(8, 32), mean_output=24.0, max_output=96, seed=0)

@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 from bench_util import versions, write_result  # noqa: E402
 
-from inferbook.engine import Request, serve  # noqa: E402
+from inferbook.engine import serve  # noqa: E402
 from inferbook.gpt import load_hf_gpt2, num_parameters  # noqa: E402
+from inferbook.steploop import Request  # noqa: E402
 
 SHAPE = dict(vocab_size=2048, n_positions=512, n_embd=256, n_layer=4, n_head=4)
 BLOCK_SIZE, NUM_BLOCKS, MAX_SEQS, MAX_TOKENS = 16, 256, 32, 1024

@@ -33,7 +33,7 @@ def greedy_paged(model, prompt, new_tokens, block_size=16):
     """Greedy decoding through a `PagedKVCache` (the chapter's loop); returns tokens [1, P + new]."""
     cache = PagedKVCache.for_model(model.config, ceil_div(prompt.shape[1] + new_tokens, block_size),
                                    block_size)
-    cache.add_sequence(0)
+    cache.blocks.add_sequence(0)
     view, tokens = cache.view(0), prompt
     with torch.inference_mode():
         logits = model(prompt, cache=view, pos=0, last_only=True)

@@ -29,9 +29,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 from bench_util import repeat, versions, write_result  # noqa: E402
 
 from inferbook import tiny_lm
-from inferbook.engine import mixed_workload, serve
+from inferbook.engine import serve
 from inferbook.kv_cache import KVCache
-from inferbook.speculative import expected_tokens_per_pass, sample_generate, speculative_generate
+from inferbook.speculation_math import expected_tokens_per_pass
+from inferbook.speculative import sample_generate, speculative_generate
+from inferbook.workload import mixed_workload
+
 WORKLOAD = dict(prompt_len=(8, 32), mean_output=24.0, max_output=96, seed=0)
 ENGINE = dict(num_blocks=160, block_size=16, max_num_seqs=16, max_num_batched_tokens=1024)
 

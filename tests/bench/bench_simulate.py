@@ -31,8 +31,9 @@ import torch
 
 from inferbook import cost_model, tiny_lm, workload
 from inferbook import simulate as sim
-from inferbook.engine import mixed_workload, serve
+from inferbook.engine import serve
 from inferbook.models import model
+from inferbook.workload import mixed_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "outputs" / "benchmarks"

@@ -41,9 +41,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 from bench_util import machine, versions, write_result  # noqa: E402
 
-from inferbook.engine import Request, serve  # noqa: E402
+from inferbook.engine import serve  # noqa: E402
 from inferbook.gpt import load_hf_gpt2, num_parameters  # noqa: E402
 from inferbook.llama import load_hf_llama  # noqa: E402
+from inferbook.steploop import Request  # noqa: E402
 
 OUT = ROOT / "outputs" / "benchmarks"
 BLOCK_SIZE = 32  # vLLM's CPU attention backend takes multiples of 32 only
