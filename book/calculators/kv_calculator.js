@@ -9,7 +9,9 @@
  * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, weight_bytes,
  * memory_budget, fits, max_batch, max_context, min_tp_degree, tp_problem) with chapter 2's
  * budget (a reserve fraction, no runtime terms) on the memory CUDA reports (an H100 80GB shows
- * 79.18 GiB = 85.0e9 bytes); tests/test_book.py compares the two on a grid.
+ * 79.18 GiB = 85.0e9 bytes); tests/test_book.py compares the two on a grid. The page says so
+ * (BUDGET_NOTE): this is not vLLM's budget (inferbook.vllm_memory), which the planner, the
+ * simulator and the log check share (tests/test_one_budget.py).
  */
 (function () {
   "use strict";
@@ -124,6 +126,12 @@
     return out;
   }
 
+  // Not vLLM's start-up budget (inferbook.vllm_memory, chapter 8): said on the page, so no reader
+  // takes these answers for what `vllm serve` will log.
+  var BUDGET_NOTE = "Chapter 2's simplified budget: GPU memory minus a reserve fraction minus the " +
+    "weights, with no activations, CUDA graphs or non-torch memory. vLLM's own start-up budget " +
+    "(chapter 8) subtracts those as well, at its gpu_memory_utilization, so its numbers differ.";
+
   // --- the page --------------------------------------------------------------------------------
   function gb(x) { return (x / 1e9).toFixed(2) + " GB"; }
   function int(x) { return x.toLocaleString("en-US"); }
@@ -219,8 +227,10 @@
       row("min_tp_degree", "fewest GPUs that fit (tensor parallel)")
     ]);
     root.classList.add("ib-calc");
+    root.dataset.budget = "simplified";
     root.replaceChildren(el("p", {class: "ib-title"}, ["KV-cache calculator ",
-      el("span", {class: "ib-static-note"}, ["runs in your browser, no kernel needed"])]), form, results);
+      el("span", {class: "ib-static-note"}, ["runs in your browser, no kernel needed"])]),
+      el("p", {class: "ib-budget-note"}, [BUDGET_NOTE]), form, results);
 
     function read() {
       var f = form.elements;

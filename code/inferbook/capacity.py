@@ -3,14 +3,16 @@
 `decide_capacity` searches tensor-parallel degrees and `max_num_seqs` for the fewest GPUs whose
 simulated p90 TTFT and TPOT (`simulate.Deployment` on the fitted step-cost model,
 `cost_model.FITTED`) meet the targets at a request rate; the recommender asks it when a rate and
-targets are given. torch-free.
+targets are given. Memory is vLLM's start-up budget (`vllm_memory`, the one budget the planner,
+the simulator and the log check read): a layout is tried only when the KV blocks of that budget
+hold one request (`holds_one_request`). torch-free.
 """
 
 from __future__ import annotations
 
 import math
 
-from . import sizing, validate
+from . import sizing, validate, vllm_memory
 from .cost_model import FITTED
 from .decision import Decision
 from .hardware import gpu as gpu_preset
@@ -27,8 +29,9 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     """Return the replica count, TP degree and `max_num_seqs` that meet p90 TTFT/TPOT targets at
     `request_rate` requests/s with the fewest GPUs, simulated; with the predicted p90s.
 
-    For each TP degree that fits (`sizing.tp_problem`, memory for at least one request), and
-    each `max_num_seqs` in (32, 64, 128, 256), the smallest replica count whose simulated p90s
+    For each TP degree the heads split over (`sizing.valid_tp_degrees`) and each `max_num_seqs`
+    in (32, 64, 128, 256) whose vLLM budget holds one request of prompt + output tokens
+    (`holds_one_request`), the smallest replica count whose simulated p90s
     meet both targets (Poisson arrivals, fixed lengths, round-robin routing, chunked prefill).
     Fewest GPUs wins; ties go to the smaller TP degree, then the larger `max_num_seqs`.
     `value`: dict(tensor_parallel_size, replicas, max_num_seqs, p90_ttft_s, p90_tpot_s); None
@@ -53,9 +56,6 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     for tp in sizing.valid_tp_degrees(spec, max_gpus):
         if best is not None and tp >= best[0][0]:  # cannot use fewer GPUs (ties go to smaller TP)
             break
-        if sizing.max_batch(spec, gpu_name, n_gpus=tp, ctx_tokens=ctx, kv_dtype=kv_dtype,
-                            weight_dtype=weight_dtype) < 1:
-            continue
         for seqs in (256, 128, 64, 32):
             # Only fewer GPUs can win (or as many at a smaller TP): search no further than that.
             limit = 64
@@ -66,6 +66,8 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
                 continue
             dep = Deployment(spec, gpu_name, tp, seqs, max(8192, prompt_tokens), True, kv_dtype,
                              weight_dtype, eff=eff)
+            if not holds_one_request(dep, ctx):
+                continue
             found = _min_replicas(dep, request_rate, prompt_tokens, output_tokens, n_requests,
                                   seed, ttft_p90_s, tpot_p90_s, limit)
             if found is None:
@@ -95,6 +97,25 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
               f"p90 TPOT {v['p90_tpot_s'] * 1e3:.1f} ms (target {tpot_p90_s * 1e3:g} ms); the fewest "
               f"GPUs of the (TP, max_num_seqs) choices searched ({len(tried)} met the targets). Assumptions: {assumptions}")
     return Decision(v, reason, "ch 9", "agrawal2024vidur", extra={"tried": tried})
+
+
+def request_blocks(dep: Deployment, ctx_tokens: int) -> int:
+    """Return the KV blocks vLLM reserves for one request of `ctx_tokens` tokens on `dep`
+    (`vllm_memory.vllm_kv_cache`'s blocks per request: every KV-cache group, windows capped)."""
+    if not isinstance(dep, Deployment):
+        raise validate.ArgumentTypeError(f"dep must be a simulate.Deployment, got {type(dep).__name__}")
+    ctx_tokens = validate.positive_int("ctx_tokens", ctx_tokens)
+    return vllm_memory.vllm_kv_cache(
+        dep.spec, dep.tp, available_bytes=0, max_model_len=ctx_tokens, kv_dtype=dep.kv_dtype,
+        block_size=dep.block_size, max_num_batched_tokens=dep.max_num_batched_tokens,
+    ).blocks_per_request
+
+
+def holds_one_request(dep: Deployment, ctx_tokens: int) -> bool:
+    """Return whether `dep`'s KV pool (`Deployment.num_blocks`: vLLM's budget at its default
+    `gpu_memory_utilization`, `simulate.kv_blocks`) holds one request of `ctx_tokens` tokens:
+    vLLM's own start-up check (maximum concurrency >= 1)."""
+    return dep.num_blocks() >= request_blocks(dep, ctx_tokens)
 
 
 def _min_replicas(dep: Deployment, rate: float, prompt_tokens: int, output_tokens: int,
