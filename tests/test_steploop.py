@@ -220,3 +220,30 @@ def test_bad_block_copies_are_refused_before_any_is_made(copies, match):
     with pytest.raises(ValueError, match=match):
         copy_blocks(cache, copies)
     assert not cache.k_pool[0][1].any()  # the valid first pair was not copied either
+
+
+WHEEL = (__import__("pathlib").Path(__file__).resolve().parents[1] / ".venv-vllm" / "lib"
+         / "python3.11" / "site-packages" / "vllm")
+# steploop's docstring cites these lines of vLLM 0.32.0's wheel for the three rules; each must
+# hold the name the docstring says it holds.
+CITED = [("config/scheduler.py", 190, "scheduler_reserve_full_isl: bool = True"),
+         ("v1/core/sched/scheduler.py", 1270, "full_sequence_must_fit=self.scheduler_reserve_full_isl"),
+         ("v1/core/kv_cache_manager.py", 616, "self.coordinator.cache_blocks(request"),
+         ("v1/core/sched/scheduler.py", 1593, "request.num_computed_tokens = 0"),
+         ("v1/core/sched/scheduler.py", 566, "self.kv_cache_manager.get_computed_blocks(request)")]
+
+
+def test_the_docstring_says_which_rules_are_options_and_cites_each_one():
+    import inferbook.steploop as steploop
+
+    doc = " ".join(steploop.__doc__.split())
+    assert "one is an option and two are built in" in doc
+    assert "each an option" not in doc
+    for path, line, _ in CITED:
+        assert f"`{path}` line {line}" in doc or f"same file, line {line}" in doc, (path, line)
+
+
+@pytest.mark.skipif(not WHEEL.exists(), reason="no vLLM environment (.venv-vllm): run `make vllm`")
+@pytest.mark.parametrize("path,line,text", CITED)
+def test_the_cited_wheel_lines_hold_what_the_docstring_says(path, line, text):
+    assert text in (WHEEL / path).read_text().splitlines()[line - 1]

@@ -21,12 +21,22 @@ So the engine and the simulator take identical scheduling steps by construction.
   (`ScheduledStep.copies`), as nano-vllm's scheduler never touches a tensor. When a running
   sequence needs a block and none is free, the most recently admitted sequence is preempted:
   its blocks are freed and it is re-queued at the front, to be recomputed later (preemption by
-  recompute); a step that preempted admits nobody. Three rules of vLLM's, each an option with
-  vLLM's default: `reserve_full_prompt` (admit a prompt only when blocks for all of it are free,
-  vLLM's `scheduler_reserve_full_isl`), and, with a prefix cache, every block is indexed as soon
-  as the step that fills it is scheduled, so a request admitted later in the *same* step hits
-  it, and a preempted request resumes on its own cached blocks. `policy="static"` admits only
-  into an empty batch and waits for the whole batch to finish.
+  recompute); a step that preempted admits nobody. Three rules of vLLM's, of which one is an
+  option and two are built in (paths below are in vLLM 0.32.0's wheel, `vllm/...`):
+  - `reserve_full_prompt` (an option, on by default as in vLLM): admit a prompt only when blocks
+    for all of it are free (`scheduler_reserve_full_isl`, `config/scheduler.py` line 190, passed
+    as `full_sequence_must_fit` in `v1/core/sched/scheduler.py` line 1270);
+  - built in, with a prefix cache: every block is indexed as soon as the step that fills it is
+    scheduled (vLLM hashes at allocation: `allocate_slots` calls `cache_blocks`,
+    `v1/core/kv_cache_manager.py` line 616), so a request admitted later in the *same* step hits
+    it;
+  - built in, with a prefix cache: a preempted request resumes on its own cached blocks. vLLM's
+    `_preempt_request` frees them into the evictable pool with their hashes and sets
+    `num_computed_tokens = 0` (`v1/core/sched/scheduler.py` line 1593); when the request is
+    scheduled again, `get_computed_blocks` (same file, line 566) finds the blocks that were not
+    evicted meanwhile, and only the rest is recomputed.
+
+  `policy="static"` admits only into an empty batch and waits for the whole batch to finish.
 * `ScriptedExecutor` is a step executor without a model: it counts steps and returns scripted
   tokens, so the scheduler's decisions can be shown (and compared with vLLM's) on their own.
 * `run` returns an `EngineResult`: outputs, per-request `metrics.RequestMetrics` (TTFT, TPOT,
