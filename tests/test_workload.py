@@ -27,6 +27,32 @@ def test_mixed_workload_slices_given_prompts_and_poisson_arrivals():
     assert (gaps >= 0).all() and 0.08 < gaps.mean() < 0.12
 
 
+def test_mixed_workload_draws_the_documented_distribution():
+    # Geometric on {1, 2, ...} (not 1 + a geometric from 1): the smallest reply is 1 token, the
+    # mean before the cap is mean_output, and the capped mean is capped_geometric_mean's.
+    reqs = W.mixed_workload(40_000, vocab=50, mean_output=24, max_output=96, seed=3)
+    lens = np.array([r.max_new_tokens for r in reqs])
+    assert lens.min() == 1 and lens.max() == 96
+    capped = W.capped_geometric_mean(24, 96)
+    se = lens.std() / np.sqrt(lens.size)
+    assert abs(lens.mean() - capped) < 4 * se
+    assert abs(lens.mean() - 24.0) > 4 * se  # the cap moves the mean measurably
+    # P(L = 1) = p, as NumPy's geometric counts the trial of the first success
+    assert abs(np.mean(lens == 1) - 1 / 24) < 4 * np.sqrt((1 / 24) * (23 / 24) / lens.size)
+
+
+def test_capped_geometric_mean_closed_form():
+    # the chapter's workload: 24 * (1 - (23/24)^96), about 23.6 tokens
+    assert W.capped_geometric_mean(24, 96) == pytest.approx(24 * (1 - (23 / 24) ** 96), rel=1e-15)
+    assert round(W.capped_geometric_mean(24, 96), 1) == 23.6
+    # exact against the sum of the truncated distribution
+    p, m = 1 / 5, 7
+    exact = sum(j * p * (1 - p) ** (j - 1) for j in range(1, m)) + m * (1 - p) ** (m - 1)
+    assert W.capped_geometric_mean(5, 7) == pytest.approx(exact, rel=1e-12)
+    assert W.capped_geometric_mean(1, 10) == 1.0  # p = 1: every reply is one token
+    assert W.capped_geometric_mean(24, 1) == pytest.approx(1.0, rel=1e-14)  # a cap of 1
+
+
 def test_fixed_workload_exact_lengths_shared_prefix_and_no_accidental_hits():
     reqs = W.fixed_workload(50, 32, 7, rate=4.0, seed=0, shared_prefix_tokens=16)
     assert all(len(r.prompt) == 32 and r.max_new_tokens == 7 for r in reqs)
@@ -78,6 +104,10 @@ def test_the_simulator_does_not_pass_the_generators_through():
     (lambda: W.poisson_arrivals([(1,)], rate=1.0), r"requests\[0\]"),
     (lambda: W.agent_workload(user_tokens=(5, 1)), "user_tokens"),
     (lambda: W.agent_workload(vocab=0), "vocab"),
+    (lambda: W.capped_geometric_mean(0.5, 96), "mean_output"),
+    (lambda: W.capped_geometric_mean(float("nan"), 96), "mean_output"),
+    (lambda: W.capped_geometric_mean(24, 0), "max_output"),
+    (lambda: W.capped_geometric_mean(24, 9.5), "max_output"),
 ])
 def test_bad_arguments_are_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):

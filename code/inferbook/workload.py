@@ -1,7 +1,8 @@
 """Workloads for the serving chapters, in one place (torch-free): who asks for what, and when.
 
 * `mixed_workload`: mixed prompt and reply lengths (chat-like: most replies short, a few long),
-  offline or with Poisson arrivals; chapter 6's engine runs.
+  offline or with Poisson arrivals; chapter 6's engine runs. `capped_geometric_mean`: the mean
+  reply length it draws, after the cap.
 * `fixed_workload`: every request the same length, random token ids, optionally a shared system
   prompt; chapter 9's simulated GPU runs and the capacity planner.
 * `poisson_arrivals`: the same requests, re-timed as a Poisson process.
@@ -58,9 +59,11 @@ def mixed_workload(n_requests: int, vocab: int | None = None, prompts: list[list
     """Return requests with mixed lengths: the workload of the continuous-batching chapter.
 
     Prompt length ~ Uniform{prompt_len}; prompts are slices of `prompts` texts (or random ids
-    below `vocab`). Output length ~ 1 + Geometric(1 / mean_output), capped at `max_output`: most
-    replies are short, a few are long, as in chat traces. Arrivals: all at 0 (offline), or a
-    Poisson process of `rate` requests per clock unit.
+    below `vocab`). Output length ~ min(max_output, Geometric(1 / mean_output)) with the
+    geometric on {1, 2, ...} (NumPy's `geometric`: the trial of the first success, mean
+    `mean_output` before the cap; `capped_geometric_mean` gives the mean after it): most replies
+    are short, a few are long, as in chat traces. Arrivals: all at 0 (offline), or a Poisson
+    process of `rate` requests per clock unit.
     """
     if (vocab is None) == (prompts is None):
         raise ValueError("give exactly one of vocab (random prompts) or prompts (token lists to slice)")
@@ -89,6 +92,18 @@ def mixed_workload(n_requests: int, vocab: int | None = None, prompts: list[list
             t += float(rng.exponential(1.0 / rate))
         requests.append(Request(i, tuple(prompt), out, t if rate is not None else 0.0))
     return requests
+
+
+def capped_geometric_mean(mean_output: float, max_output: int) -> float:
+    """Return E[min(max_output, L)] for L ~ Geometric(1 / mean_output) on {1, 2, ...}.
+
+    The output lengths `mixed_workload` draws, in expectation: with p = 1 / mean_output,
+    E[min(m, L)] = sum over j = 0 .. m-1 of P(L > j) = sum (1 - p)^j = (1 - (1 - p)^m) / p.
+    """
+    mean_output = validate.finite_float("mean_output", mean_output, minimum=1.0)
+    max_output = validate.integer("max_output", max_output, 1, MAX_COUNT)
+    p = 1.0 / mean_output
+    return mean_output * (1.0 - (1.0 - p) ** max_output)
 
 
 def fixed_workload(n_requests: int, prompt_tokens: int, output_tokens: int, rate: float | None = None,
