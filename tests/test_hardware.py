@@ -95,3 +95,35 @@ def test_same_aliases_in_sizing_and_recommend():
     assert resolve_gpus("4xH100")[0] is resolve_gpus(("h100 sxm", 4))[0] is GPUS["H100 SXM"]
     with pytest.raises(TypeError):
         gpu(80)
+
+
+# ---- the third ceiling: exponentials per second ----------------------------------------------
+# name: (SMs, boost clock MHz) for the derived figures, typed again from the datasheets
+BOOST_MHZ = {"T4": (40, 1590), "L4": (58, 2040), "RTX 4090": (128, 2520),
+             "A100 40GB": (108, 1410), "A100 80GB": (108, 1410), "L40S": (142, 2520)}
+
+
+def test_exp_throughput_is_sourced_and_matches_16_per_clock_per_sm():
+    for name, (sms, mhz) in BOOST_MHZ.items():
+        g = gpu(name)
+        assert g.exp_per_s == pytest.approx(sms * 16 * mhz * 1e6), name
+        assert g.exp_source.startswith("derived") and "16/clock" in g.exp_source
+    h100 = gpu("H100 SXM")
+    assert h100.exp_per_s == 3.9e12 and h100.exp_source.startswith("quoted: FlashAttention-3")
+    # FA3's quoted 3.9 TFLOPS is 132 SMs x 16 x the 1830 MHz at which 989 TFLOPS is rated
+    assert h100.exp_per_s == pytest.approx(132 * 16 * 1.83e9, rel=0.02)
+    assert gpu("H200").exp_per_s == h100.exp_per_s
+    b200 = gpu("B200")
+    assert b200.exp_per_s == pytest.approx(2250e12 * 16 / 8192) and "FlashAttention-4" in b200.exp_source
+    assert gpu("A10G").exp_per_s is None and gpu("A10G").exp_source == ""
+    # the tensor cores outgrew the exponential units: tensor/exp ratio T4 < A100 < H100 < B200
+    ratio = [gpu(n).fp16_tensor_flops / gpu(n).exp_per_s for n in ("T4", "A100 80GB", "H100 SXM", "B200")]
+    assert ratio == sorted(ratio) and ratio[-1] == pytest.approx(512)
+
+
+def test_bad_exp_throughput_is_refused():
+    from dataclasses import replace
+
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "3.9e12"):
+        with pytest.raises(ValueError, match="exp_per_s"):
+            replace(gpu("H100 SXM"), exp_per_s=bad)

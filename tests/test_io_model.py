@@ -134,3 +134,21 @@ def test_kv_passes_counts_q_tiles_and_rejects_bad_input():
     with pytest.raises(TypeError, match="IOCount"):
         from inferbook.io_model import attention_intensity
         attention_intensity(3)
+
+
+def test_standard_traffic_is_the_one_model_the_roofline_uses():
+    from inferbook.io_model import (
+        attention_intensity,
+        standard_attention_intensity,
+        standard_attention_traffic,
+    )
+
+    n, d = 4096, 64
+    t = standard_attention_traffic(n, d)
+    assert t.total == 4 * n * n + 4 * n * d and t.flops == 4 * n * n * d
+    assert t.reads == 2 * n * n + 3 * n * d and t.writes == 2 * n * n + n * d
+    assert standard_attention_intensity(n, d) == attention_intensity(t)
+    # the counted kernels move at least the model's elements (plus the matmul tiles' re-reads)
+    assert standard_attention_io(n, d, 2**15).total >= t.total
+    with pytest.raises(ValueError, match="n"):
+        standard_attention_traffic(0, d)

@@ -105,3 +105,50 @@ def test_attention_ceiling_t4_fma_kernel_cannot_double_sdpa_math():
         h100, 8192, 64, "standard")
     with pytest.raises(ValueError, match="algorithm"):
         attention_ceiling_flops(h100, 1024, 64, "paged")
+
+
+# ---- the third ceiling: exponentials ---------------------------------------------------------
+def test_time_bound_counts_exponentials_as_a_third_ceiling():
+    from inferbook.roofline import time_bound
+
+    h = gpu("H100 SXM")
+    t = time_bound(h, flops=989e12, bytes_moved=3.35e12, exps=2 * 3.9e12)
+    assert (t.compute_s, t.memory_s) == (pytest.approx(1), pytest.approx(1))
+    assert t.exp_s == pytest.approx(2) and t.seconds == pytest.approx(2) and t.bound == "exp-bound"
+    assert t.serial_seconds == pytest.approx(4)
+    assert time_bound(h, 1, 1).exp_s == 0  # no exponentials counted: the old two ceilings
+    for bad in (-1, float("nan"), True):
+        with pytest.raises(ValueError, match="exps"):
+            time_bound(h, 1, 1, exps=bad)
+    with pytest.raises(ValueError, match="exponential"):
+        time_bound(gpu("A10G"), 1, 1, peak_flops=1e12, exps=1)
+
+
+def test_softmax_exp_over_matmul_is_f_over_4dE():
+    from inferbook.roofline import softmax_exp_over_matmul
+
+    # FA4's point: on a B200 at d = 128 the exponentials take as long as both matmuls
+    assert softmax_exp_over_matmul("B200", 128) == pytest.approx(1.0)
+    h = gpu("H100 SXM")
+    assert softmax_exp_over_matmul(h, 128) == pytest.approx(989e12 / (4 * 128 * 3.9e12))
+    assert softmax_exp_over_matmul(h, 64) == pytest.approx(2 * softmax_exp_over_matmul(h, 128))
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="head_dim"):
+            softmax_exp_over_matmul(h, bad)
+
+
+def test_recompute_over_move_counts_the_exponentials():
+    from inferbook.roofline import recompute_over_move
+
+    h = gpu("H100 SXM")
+    matmul_only = 128 / (2 * h.ridge_flops_per_byte)
+    exp_only = h.hbm_bytes_per_s / (2 * 2 * h.exp_per_s)
+    serial = recompute_over_move(h, 128)
+    assert serial == pytest.approx(matmul_only + exp_only)
+    assert 0.42 < serial < 0.44  # about 43 %, not the 22 % of the matmul alone
+    assert recompute_over_move(h, 128, overlap=True) == pytest.approx(max(matmul_only, exp_only))
+    assert recompute_over_move("A100 80GB", 128) > 0.5 > recompute_over_move("T4", 128)
+    with pytest.raises(ValueError, match="overlap"):
+        recompute_over_move(h, 128, overlap="yes")
+    with pytest.raises(ValueError, match="bytes_per_element"):
+        recompute_over_move(h, 128, bytes_per_element=0)

@@ -60,6 +60,11 @@ class GPU:
     # 0 means "not given" and falls back to hbm_bytes (only for hand-made GPU objects).
     cuda_total_bytes: int = 0
     cuda_total_source: str = ""
+    # Exponentials per second of the special-function units (MUFU.EX2, one 2^x per lane and
+    # instruction), the third ceiling beside the tensor-core peak and the bandwidth; None where
+    # no public figure or derivation exists. `EXP_PER_S` below says where each comes from.
+    exp_per_s: float | None = None
+    exp_source: str = ""
 
     def __post_init__(self) -> None:
         for field in ("hbm_bytes", "cuda_total_bytes"):
@@ -68,6 +73,11 @@ class GPU:
                     or (field == "hbm_bytes" and value == 0):
                 raise ValueError(f"GPU {self.name!r}: {field} must be a positive integer number "
                                  f"of bytes, got {value!r}")
+        exp = self.exp_per_s
+        if exp is not None and (isinstance(exp, bool) or not isinstance(exp, (int, float))
+                                or not 0 < exp < float("inf")):
+            raise ValueError(f"GPU {self.name!r}: exp_per_s must be a positive finite number of "
+                             f"exponentials per second or None, got {exp!r}")
 
     @property
     def memory_bytes(self) -> int:
@@ -174,8 +184,42 @@ GPUS: dict[str, GPU] = {
 }
 
 
+# Exponential (special-function unit) throughput per GPU, exp2 per second. The CUDA C++
+# Programming Guide's table "Throughput of Native Arithmetic Instructions" gives 16 results per
+# clock per SM for exp2f/rsqrt/log2 on compute capability 7.x, 8.x and 9.0, and the
+# FlashAttention-4 paper the same 16 ops/clock/SM for Blackwell's MUFU beside 8192 dense
+# FP16/BF16 tensor-core ops/clock/SM. Where a paper quotes the figure it is used as quoted;
+# otherwise it is derived (and marked so) as SMs x 16 x the datasheet's boost clock, or as the
+# tensor peak x 16 / (tensor ops per clock per SM) where the SM count is not on record.
+SFU_EXP2_PER_CLOCK_PER_SM = 16
+EXP_PER_S: dict[str, tuple[float, str]] = {
+    "T4": (40 * 16 * 1.59e9, "derived: 40 SMs x 16/clock x 1590 MHz boost (T4 datasheet); "
+                             "CUDA C++ Programming Guide, arithmetic instruction throughput"),
+    "L4": (58 * 16 * 2.04e9, "derived: 58 SMs x 16/clock x 2040 MHz boost (L4 datasheet); "
+                             "CUDA C++ Programming Guide, arithmetic instruction throughput"),
+    "RTX 4090": (128 * 16 * 2.52e9, "derived: 128 SMs x 16/clock x 2520 MHz boost (Ada "
+                                    "whitepaper); CUDA C++ Programming Guide"),
+    "A100 40GB": (108 * 16 * 1.41e9, "derived: 108 SMs x 16/clock x 1410 MHz boost (A100 "
+                                     "datasheet); CUDA C++ Programming Guide"),
+    "A100 80GB": (108 * 16 * 1.41e9, "derived: 108 SMs x 16/clock x 1410 MHz boost (A100 "
+                                     "datasheet); CUDA C++ Programming Guide"),
+    "H100 SXM": (3.9e12, "quoted: FlashAttention-3 paper, 'the H100 SXM5 GPU has 989 TFLOPS of "
+                         "FP16 matmul but only 3.9 TFLOPS of special functions' (132 SMs x "
+                         "16/clock x 1830 MHz = 3.87e12)"),
+    "H200": (3.9e12, "derived: the H100 SXM's GH100 chip at the same clocks (the same 989 "
+                     "TFLOPS); FlashAttention-3 paper's H100 figure"),
+    "B200": (2250e12 * 16 / 8192, "derived: FlashAttention-4 paper, MUFU 16 ops/clock/SM "
+                                  "against 8192 tensor ops/clock/SM, times the 2.25 PFLOPS peak"),
+    "L40S": (142 * 16 * 2.52e9, "derived: 142 SMs x 16/clock x 2520 MHz boost (L40S "
+                                "datasheet); CUDA C++ Programming Guide"),
+    # A10G: AWS publishes neither a tensor peak nor a boost clock, so no figure.
+}
+
 GPUS = {name: replace(g, cuda_total_bytes=CUDA_TOTAL[name][0],
-                        cuda_total_source=CUDA_TOTAL[name][1]) for name, g in GPUS.items()}
+                        cuda_total_source=CUDA_TOTAL[name][1],
+                        exp_per_s=EXP_PER_S.get(name, (None, ""))[0],
+                        exp_source=EXP_PER_S.get(name, (None, ""))[1])
+        for name, g in GPUS.items()}
 
 
 # Other names for the presets: the short names people type and what `nvidia-smi` /

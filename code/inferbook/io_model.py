@@ -245,16 +245,27 @@ def kv_passes(n: int, d: int, sram_elems: int, rows_divisor: int = 6) -> int:
     return -(-n // rows)
 
 
+def standard_attention_traffic(n: int, d: int) -> IOCount:
+    """Return the roofline's model of unfused attention's HBM traffic (Theorem 2's terms).
+
+    Q, K, V read and O written once (4 N d elements), S and P each written once and read once
+    (4 N^2); 4 N^2 d FLOPs. It is the one traffic model the roofline sections use for standard
+    attention: it leaves out the tiled matmuls' re-reads that `standard_attention_io` counts, so
+    a time from it is a model time for an ideal unfused kernel, not a bound on a real one.
+    """
+    n, d, _ = _check(n, d, d, minimum=1)
+    return IOCount(reads=3 * n * d + 2 * n * n, writes=n * d + 2 * n * n, flops=4 * n * n * d)
+
+
 def standard_attention_intensity(n: int, d: int, bytes_per_element: float = 2) -> float:
-    """Return FLOPs per HBM byte of standard attention with Theorem 2's traffic.
+    """Return FLOPs per HBM byte of standard attention with `standard_attention_traffic`.
 
     4 N^2 d FLOPs over Q, K, V read and O written (4 N d elements) plus S and P each written and
     read once (4 N^2): N d / (b (N + d)). It approaches d / b from below and never exceeds it,
     whatever N: longer sequences do not make standard attention less memory-bound.
     """
-    n, d, _ = _check(n, d, d, minimum=1)
     bytes_per_element = validate.positive_float("bytes_per_element", bytes_per_element)
-    return n * d / (bytes_per_element * (n + d))
+    return attention_intensity(standard_attention_traffic(n, d), bytes_per_element)
 
 
 def attention_intensity(count: IOCount, bytes_per_element: float = 2) -> float:
@@ -276,6 +287,7 @@ __all__ = [
     "SramOverflow",
     "flash_attention_io",
     "standard_attention_io",
+    "standard_attention_traffic",
     "theorem2_flash_bound",
     "theorem2_standard_bound",
 ]

@@ -119,40 +119,96 @@ def step_seconds(gpu: GPU, cost: ForwardCost) -> float:
 
 @dataclass(frozen=True)
 class TimeBound:
-    """Roofline lower bounds on a kernel's time: compute_s = FLOPs / peak, memory_s = bytes / BW."""
+    """Roofline lower bounds on a kernel's time: compute_s = FLOPs / peak, memory_s = bytes / BW,
+    and exp_s = exponentials / the special-function units' rate (0 when none are counted)."""
 
     compute_s: float
     memory_s: float
+    exp_s: float = 0.0
 
     def __post_init__(self) -> None:
         validate.finite_float("compute_s", self.compute_s, minimum=0.0)
         validate.finite_float("memory_s", self.memory_s, minimum=0.0)
+        validate.finite_float("exp_s", self.exp_s, minimum=0.0)
 
     @property
     def seconds(self) -> float:
-        """Return max(compute_s, memory_s), the lower bound on the time."""
-        return max(self.compute_s, self.memory_s)
+        """Return max(compute_s, memory_s, exp_s), the lower bound on the time."""
+        return max(self.compute_s, self.memory_s, self.exp_s)
+
+    @property
+    def serial_seconds(self) -> float:
+        """Return compute_s + memory_s + exp_s: the time with no overlap between the units."""
+        return self.compute_s + self.memory_s + self.exp_s
 
     @property
     def bound(self) -> str:
-        """Return 'memory-bound' or 'compute-bound'."""
+        """Return 'memory-bound', 'compute-bound' or 'exp-bound' (the largest of the three)."""
+        if self.exp_s > max(self.compute_s, self.memory_s):
+            return "exp-bound"
         return "memory-bound" if self.memory_s > self.compute_s else "compute-bound"
 
 
+def _exp_rate(gpu: GPU) -> float:
+    """Return the GPU's exponentials per second; raise when the preset has none."""
+    if gpu.exp_per_s is None:
+        raise ValueError(f"{gpu.name} has no exponential (special-function unit) throughput on "
+                         "record; pick another GPU")
+    return gpu.exp_per_s
+
+
 def time_bound(gpu: GPU, flops: float, bytes_moved: float,
-               peak_flops: float | None = None) -> TimeBound:
-    """Return the roofline's lower bounds on the time of `flops` and `bytes_moved` on `gpu`.
+               peak_flops: float | None = None, exps: float = 0.0) -> TimeBound:
+    """Return the roofline's lower bounds on the time of `flops`, `bytes_moved` and `exps`
+    exponentials on `gpu`.
 
     `peak_flops` overrides the FP16 tensor-core peak (e.g. `FP32_FMA_FLOPS[gpu.name]` for a
-    kernel that compiles to FMA instructions).
+    kernel that compiles to FMA instructions). `exps` counts the special-function unit's 2^x
+    evaluations (one per attention score for the softmax); they need `gpu.exp_per_s`.
     """
     gpu = _gpu(gpu)
     flops = validate.finite_float("flops", flops, minimum=0.0)
     bytes_moved = validate.finite_float("bytes_moved", bytes_moved, minimum=0.0)
+    exps = validate.finite_float("exps", exps, minimum=0.0)
     peak = gpu.fp16_tensor_flops if peak_flops is None else validate.positive_float("peak_flops", peak_flops)
     if peak is None:
         raise ValueError(f"time_bound: {gpu.name} has no published FP16 peak; pass peak_flops")
-    return TimeBound(compute_s=flops / peak, memory_s=bytes_moved / gpu.hbm_bytes_per_s)
+    exp_s = exps / _exp_rate(gpu) if exps else 0.0
+    return TimeBound(compute_s=flops / peak, memory_s=bytes_moved / gpu.hbm_bytes_per_s,
+                     exp_s=exp_s)
+
+
+def softmax_exp_over_matmul(gpu: GPU, head_dim: int) -> float:
+    """Return the attention forward's exponential time over its matmul time on `gpu`.
+
+    Per (query, key) pair the forward does 4 d FLOPs of matmul (Q K^T and P V) on the tensor
+    cores and one exponential on the special-function units: (1 / E) / (4 d / F) = F / (4 d E).
+    Above 1 the softmax, not the matmuls, is the ceiling (FlashAttention-4's B200 at d = 128).
+    """
+    gpu = _gpu(gpu)
+    head_dim = validate.positive_int("head_dim", head_dim)
+    if gpu.fp16_tensor_flops is None:
+        raise ValueError(f"{gpu.name} has no published FP16 tensor peak; pick another GPU")
+    return gpu.fp16_tensor_flops / (4 * head_dim * _exp_rate(gpu))
+
+
+def recompute_over_move(gpu: GPU, head_dim: int, bytes_per_element: float = 2,
+                        overlap: bool = False) -> float:
+    """Return the time to recompute P (S = Q K^T and exp) over the time to write and read P.
+
+    Per score: 2 d FLOPs at the tensor peak F and one exponential at the rate E, against
+    2 b bytes at bandwidth B. Serially (`overlap=False`) that is d/(b ridge) + B/(2 b E);
+    with the exponentials hidden under the matmul or the other way round (`overlap=True`),
+    max(d/(b ridge), B/(2 b E)).
+    """
+    gpu = _gpu(gpu)
+    head_dim = validate.positive_int("head_dim", head_dim)
+    b = validate.positive_float("bytes_per_element", bytes_per_element)
+    if not isinstance(overlap, bool):
+        raise validate.ArgumentTypeError(f"overlap must be a bool, got {type(overlap).__name__}")
+    bound = time_bound(gpu, 2 * head_dim, 2 * b, exps=1)
+    recompute = [bound.compute_s, bound.exp_s]
+    return (max(recompute) if overlap else sum(recompute)) / bound.memory_s
 
 
 def num_kv_splits(batch: int, kv_heads: int, context: int, num_sms: int,
