@@ -27,8 +27,10 @@ def test_versions_table_is_cited_ordered_and_picks_by_gpu():
 
     assert names((7, 5)) == ["FlashAttention"]
     assert names((8, 0)) == ["FlashAttention", "FlashAttention-2"]
-    assert names((9, 0)) == ["FlashAttention-2", "FlashAttention-3"]
+    # FA4's CuTe-DSL kernels run on Hopper as well as Blackwell (flash_attn/cute/README.md)
+    assert names((9, 0)) == ["FlashAttention-2", "FlashAttention-3", "FlashAttention-4"]
     assert names((10, 0)) == ["FlashAttention-2", "FlashAttention-4"]
+    assert names((12, 0)) == ["FlashAttention-2"]
     with pytest.raises(ValueError, match="compute_capability"):
         ab.flash_versions_for((3, 5))
 

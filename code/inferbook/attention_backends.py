@@ -57,11 +57,12 @@ FLASH_ATTENTION_VERSIONS: tuple[FlashAttentionVersion, ...] = (
         "1.5-2.0x over FlashAttention-2 on H100; FP16 up to 740 TFLOP/s (75%); "
         "FP8 close to 1.2 PFLOP/s", True, "shah2024flashattention3"),
     FlashAttentionVersion(
-        "FlashAttention-4", 2026, "Blackwell (B200, GB200)", (10, 0),
+        "FlashAttention-4", 2026, "Hopper and Blackwell (H100, B200, GB200); the paper's "
+        "results are on Blackwell", (9, 0),
         "fully asynchronous MMA pipelines, software-emulated exp and conditional rescaling, "
         "tensor memory and 2-CTA MMA in the backward; written in CuTe-DSL (Python)",
         "up to 1.3x over cuDNN 9.13 and 2.7x over Triton on B200 (BF16); up to 1613 TFLOP/s (71%)",
-        True, "zadouri2026flashattention4"),
+        True, "zadouri2026flashattention4"),  # sm90 too: flash_attn/cute/README.md
 )
 
 
@@ -69,7 +70,9 @@ def flash_versions_for(compute_capability: tuple[int, int]) -> list[FlashAttenti
     """Return the FlashAttention versions whose official kernels target this GPU generation.
 
     A version applies from its `min_compute_capability` up to (not including) the next major
-    generation that got its own version, except FlashAttention-2, which runs on every sm80+ GPU.
+    generation that got its own version, except FlashAttention-2, which runs on every sm80+ GPU,
+    and FlashAttention-4, whose CuTe-DSL kernels run on Hopper (sm90) and Blackwell (sm100), beside
+    FlashAttention-3 on Hopper.
     """
     if len(compute_capability) != 2 or compute_capability < (5, 0):
         raise ValueError("compute_capability must be (major, minor) >= (5, 0); "
@@ -82,7 +85,7 @@ def flash_versions_for(compute_capability: tuple[int, int]) -> list[FlashAttenti
             continue  # the 1.x kernels were written for Turing/Ampere
         if v.name in ("FlashAttention-3",) and compute_capability[0] != 9:
             continue
-        if v.name == "FlashAttention-4" and compute_capability[0] != 10:
+        if v.name == "FlashAttention-4" and compute_capability[0] not in (9, 10):
             continue
         out.append(v)
     return out
