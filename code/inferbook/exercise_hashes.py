@@ -2,14 +2,14 @@
 tools/make_exercises.py; the grader refuses a copy whose hash differs."""
 
 EXERCISE_SHA256 = {
-    "ex01_naive_vs_cached": "7d63717fe4dcbac2edd44189d51830e863c5bd3e8b3eee07f9b04cd32a161c2a",
-    "ex02_kv_sizing": "18592a529631ac8f191d218d03737016e94877ee6bfe99f6dff6ddb732a8d9fd",
-    "ex03_online_softmax": "29000891f0d47ca1c534df6657d2536f9b373d5d7a9c5344d5fa52daa430ae4c",
-    "ex04_triton_kernel": "2e3a904cddac492befad8825ca5c9729dad594b73912cf29a3d911a635119381",
-    "ex05a_prefix_caching": "5db84ac0283f1eb920715ec5ff702b7efbc2a4f0482712b31b743514b79b4b07",
-    "ex05b_paged_attention": "c7081f43026da636d4fe5ee0ad678999cccecc0dce8803e98cbb2f05f7b4090c",
-    "ex06_scheduler": "fe7e407cb104a95ea23f32af042d72b0653f1900296ead8ca115b46b7041534c",
-    "ex07_acceptance": "5dea3ee71cea97285794e02b4c5ea98d181cc53c63d1f01aa0e3383e2ecae7be",
-    "ex08_plan_deployment": "c1ca392c932442ef4fea2a02c30531e6aa9f5890e5708147f736acf2b10b7f62",
-    "ex09_find_the_knee": "020a91f1227a3e7e376d3837374c0b88b733f03e5819d3daad3434225cfecf89",
+    "ex01_naive_vs_cached": "d85782c403c527c1de0333bf6f4449e8fb4f6d7653f409d6844841c55bf046b6",
+    "ex02_kv_sizing": "00a4a5ecaf41a21a203188b2ef1e5e364a6f077479fadb95d5ac87e4a26975b4",
+    "ex03_online_softmax": "de1fbf226516c2e94b24868ea99cd9e97c551e2e2d8ef5d098b92639faf64690",
+    "ex04_triton_kernel": "f1a451e40e1ce6bc356da8d18fbec098bb5d571af43281d1c123e430bc6c3b3e",
+    "ex05a_prefix_caching": "5ee00993bb01301873aaf0ea69a9dc578fe001b762e8dbcfa9e5167da13fbbb3",
+    "ex05b_paged_attention": "64fc00b148b553dbb399415108baea953963b580944c5173b66e6ef75311af3b",
+    "ex06_scheduler": "414707c8501449be3a9c7979b721fa397f8234bdd32361d6209d870453b7e572",
+    "ex07_acceptance": "fb62d3afd0ad88772b8e84092d7f3d6556412d5e927140e0fb124909499d1901",
+    "ex08_plan_deployment": "b50fd629b0880079b6cf909cb830c2cdce15a5703a68c58b97d1ab6dabb90e2a",
+    "ex09_find_the_knee": "0439836bf16c224e3a4b60533dbff9c1317e294a7be60466c40955d55cce0d5b",
 }
