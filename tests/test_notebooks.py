@@ -115,7 +115,12 @@ def test_one_grading_and_lab_story(path):
 def test_every_exercise_link_says_how_to_grade(path):
     """A page that hands out an exercise says how to grade it, the same way everywhere."""
     text = _markdown(path)
-    if path in EXERCISES or path in SOLUTIONS:
+    if path in SOLUTIONS:   # a solution page links to its exercise, which says how to grade it
+        title = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        assert f"](../exercises/{path.stem}.ipynb)" in title, (
+            f"{rel(path)}: the first cell must link to its exercise, ../exercises/{path.stem}.ipynb")
+        return
+    if path in EXERCISES:
         named = {path.stem}
     else:
         named = set(re.findall(r"exercises/(ex\w+)\.ipynb", text))
@@ -133,3 +138,65 @@ def test_book_pages_tell_the_same_story():
     assert "make lab" in (ROOT / "README.md").read_text()
     # the badge's hint (book/_ext) says the same as how-to
     assert "<code>make lab</code>" in (ROOT / "book" / "_ext" / "inferbook_sphinx.py").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# Solution pages answer; exercises state. The book renders a solution without its cells tagged
+# remove-cell, so the statement (cells tagged exercise-only, see tools/make_exercises.py) and the
+# grading instructions stay on the exercise's page.
+
+def _shown_markdown(nb: dict) -> list[str]:
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"
+            and "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=rel)
+def test_solution_page_does_not_restate_its_exercise(path):
+    solution = json.loads(path.read_text())
+    exercise = json.loads((ROOT / "notebooks" / "exercises" / path.name).read_text())
+    shown = _shown_markdown(solution)
+    told = [s for s in shown if re.search(r"Fill in the cells?|How to grade yourself", s)]
+    assert not told, f"{rel(path)}: the solution page tells the reader to fill in answers: {told[0][:80]!r}"
+    statement = [s for s in _shown_markdown(exercise) if not s.lstrip().startswith("#")]
+    words = sum(len(s.split()) for s in statement)
+    repeated = [s for s in statement if s in shown]
+    n = sum(len(s.split()) for s in repeated)
+    assert words and n <= 0.1 * words, (
+        f"{rel(path)} repeats {n} of its exercise's {words} statement words word for word "
+        f"(tag the statement cells exercise-only and remove-cell): {[s[:50] for s in repeated]}")
+    parts = [s for s in shown if s.startswith("## Part")]
+    assert parts and all("\n" not in s.strip() for s in parts), (
+        f"{rel(path)}: each part's heading stands alone; its statement is an exercise-only cell")
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=rel)
+def test_exercise_keeps_its_statement_and_says_how_to_grade(path):
+    nb = json.loads(path.read_text())
+    text = _markdown(path)
+    answers = sum("answer" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
+    cells = "cell" if answers == 1 else "cells"
+    assert text.count("**How to grade yourself.**") == 1, f"{rel(path)}: one grading paragraph"
+    assert f"Fill in the {cells} marked *Your answer*" in text, (
+        f"{rel(path)} has {answers} answer {cells}: say 'Fill in the {cells} marked *Your answer*'")
+    assert not any(t in c.get("metadata", {}).get("tags", []) for c in nb["cells"]
+                   for t in ("exercise-only", "solution-only")), f"{rel(path)}: generator tags left in"
+    solution = json.loads((ROOT / "notebooks" / "solutions" / path.name).read_text())
+    statement = ["".join(c["source"]) for c in solution["cells"]
+                 if "exercise-only" in c.get("metadata", {}).get("tags", [])]
+    assert statement and all(s in text for s in statement), f"{rel(path)}: a statement cell is missing"
+
+
+def test_generator_refuses_a_statement_the_solution_page_would_show():
+    import make_exercises
+
+    nb = json.loads((ROOT / "notebooks" / "solutions" / "ex01_naive_vs_cached.ipynb").read_text())
+    before = json.dumps(nb)
+    cell = next(c for c in nb["cells"] if "exercise-only" in c.get("metadata", {}).get("tags", []))
+    cell["metadata"]["tags"] = ["exercise-only"]
+    with pytest.raises(ValueError, match=r"ex01.*exercise-only.*remove-cell"):
+        make_exercises.make_exercise(nb, "ex01")
+    cell["metadata"]["tags"] = ["exercise-only", "remove-cell"]
+    exercise = make_exercises.make_exercise(nb, "ex01")
+    assert json.dumps(nb) == before, "generating an exercise changes nothing in the solution"
+    title = "".join(exercise["cells"][0]["source"])
+    assert title.startswith("# Exercise 1.1 — ") and "\n" not in title.strip(), title

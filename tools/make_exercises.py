@@ -13,8 +13,18 @@ An answer cell is a code cell with the tag `answer`; its cell id names it (e.g. 
 answer cell every function keeps its decorators, signature and docstring and gets the body
 `raise NotImplementedError("your answer here")`; a method whose `def` line ends with `# given`
 stays as written; a class keeps its other statements; a top-level assignment becomes `name = None`;
-imports stay; anything else (prints, calls) goes. The title "Solution to Exercise N.k — …" becomes
-"Exercise N.k — …", cells tagged `solution-only` are dropped, and outputs are cleared.
+imports stay; anything else (prints, calls) goes. Outputs are cleared.
+
+A solution notebook is a page of answers; the exercise carries the statement:
+
+* the title cell "# Solution to Exercise N.k — …" becomes "# Exercise N.k — …" alone: the rest
+  of that cell (the solution page's lead, which links to the exercise) is dropped;
+* cells tagged `solution-only` (the answer's explanation) are dropped;
+* cells tagged `exercise-only` are the statement. In the solution they also carry `remove-cell`,
+  so the book's solution page leaves them out (Jupyter and Colab still show them); in the
+  exercise both tags are dropped;
+* the exercise gets the grading instructions ("How to grade yourself"), written here once for
+  every exercise, just before its first code cell.
 """
 
 from __future__ import annotations
@@ -34,6 +44,21 @@ DATA = ROOT / "code" / "inferbook" / "data"
 HASHES = ROOT / "code" / "inferbook" / "exercise_hashes.py"
 STUB = 'raise NotImplementedError("your answer here")'
 SOLUTION_TITLE = "# Solution to Exercise "
+EXERCISE_ONLY = "exercise-only"
+HOW_TO_ID = "how-to-grade"
+HOW_TO = """**How to grade yourself.** Fill in the {cells} marked *Your answer*, then grade the whole
+notebook. On Colab, run the last cell, `grade()`: it grades the notebook as it is in the tab.
+Elsewhere, save the notebook and run, from the repository root:
+
+```bash
+make grade NB=notebooks/exercises/{name}.ipynb
+```
+
+Both end with the same short report: each part, pass or fail, and the first failed check's message,
+`CHECK FAILED [Part N/check]: …`. Outputs saved in the notebook are ignored: your code is run
+afresh, with the book's own copy of the checks (editing or deleting a check cell changes
+nothing), and each cell has a time limit.
+"""
 
 
 def _header_end(lines: list[str], node: ast.AST) -> int:
@@ -121,16 +146,42 @@ def _split(text: str) -> list[str]:
     return text.splitlines(True)
 
 
-def make_exercise(solution: dict) -> dict:
+def how_to_grade(name: str, answers: int) -> dict:
+    """The markdown cell that tells a learner how to grade exercise `name` (`answers` cells)."""
+    text = HOW_TO.format(cells="cell" if answers == 1 else "cells", name=name)
+    return {"cell_type": "markdown", "id": HOW_TO_ID, "metadata": {}, "source": _split(text.rstrip("\n"))}
+
+
+def check_solution(solution: dict, name: str) -> None:
+    """Raise ValueError unless the solution's statement cells are marked as the generator needs."""
+    for cell in solution["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if EXERCISE_ONLY in tags and "remove-cell" not in tags:
+            raise ValueError(f"{name}: cell {cell.get('id')!r} is tagged {EXERCISE_ONLY!r} but not "
+                             "'remove-cell': the solution page would repeat the statement")
+        if EXERCISE_ONLY in tags and "solution-only" in tags:
+            raise ValueError(f"{name}: cell {cell.get('id')!r} is tagged both {EXERCISE_ONLY!r} and "
+                             "'solution-only'")
+        if cell.get("id") == HOW_TO_ID:
+            raise ValueError(f"{name}: cell id {HOW_TO_ID!r} is reserved for the generated instructions")
+
+
+def make_exercise(solution: dict, name: str) -> dict:
     """The exercise notebook generated from a solution notebook (JSON dicts, nbformat 4)."""
+    check_solution(solution, name)
     nb = copy.deepcopy(solution)
     cells = []
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if "solution-only" in tags:
             continue
+        if EXERCISE_ONLY in tags:
+            cell["metadata"]["tags"] = [t for t in tags if t not in (EXERCISE_ONLY, "remove-cell")]
+            if not cell["metadata"]["tags"]:
+                del cell["metadata"]["tags"]
         if cell["cell_type"] == "markdown" and _source(cell).startswith(SOLUTION_TITLE):
-            cell["source"] = _split("# Exercise " + _source(cell)[len(SOLUTION_TITLE):])
+            title = _source(cell).splitlines()[0]
+            cell["source"] = _split("# Exercise " + title[len(SOLUTION_TITLE):])
         cell.get("metadata", {}).pop("execution", None)        # run timestamps of the solution
         if cell["cell_type"] == "code":
             if "answer" in tags:
@@ -138,6 +189,9 @@ def make_exercise(solution: dict) -> dict:
             cell["outputs"] = []
             cell["execution_count"] = None
         cells.append(cell)
+    answers = sum("answer" in c.get("metadata", {}).get("tags", []) for c in cells)
+    first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
+    cells.insert(first_code, how_to_grade(name, answers))
     nb["cells"] = cells
     return nb
 
@@ -163,7 +217,7 @@ def expected_exercises(names: list[str] | None = None) -> dict[Path, str]:
     for p in sorted(SOLUTIONS.glob("*.ipynb")):
         if names and p.stem not in names:
             continue
-        exercise = make_exercise(json.loads(p.read_text(encoding="utf-8")))
+        exercise = make_exercise(json.loads(p.read_text(encoding="utf-8")), p.stem)
         out[EXERCISES / p.name] = dumps(exercise)
         out[DATA / f"exercise_{p.stem}.json"] = json.dumps(book_copy(p.stem, exercise), indent=1,
                                                            ensure_ascii=False) + "\n"
