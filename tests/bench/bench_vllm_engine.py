@@ -66,8 +66,8 @@ IDENTITY = dict(requests=12, new_tokens=10, max_num_seqs=6, max_num_batched_toke
 # width 256, 3.8 M parameters), prompts 16-128, 32 new tokens each. It is NOT the issue's
 # workload: issue 29 measured GPT-2 small (12 layers of width 768, 124 M parameters) with 32
 # requests x 64 tokens; that model has about 32x the parameters (so about 32x the FLOPs per
-# token) and has not been
-# re-measured here, so the ratio in vllm_engine_throughput.json is this small model's.
+# token) and has not been re-measured here, so the ratio in vllm_engine_throughput.json is
+# this small model's.
 THROUGHPUT = dict(requests=32, new_tokens=32, max_num_seqs=32, max_num_batched_tokens=1024,
                   shared_prefix=0, prompt_len=(16, 128), seed=1)
 THROUGHPUT_SHAPE = dict(vocab_size=2048, n_positions=512, n_embd=256, n_layer=4, n_head=4)
