@@ -143,6 +143,29 @@ def _check_tile(tile, name: str) -> None:
 P_CAST_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn")
 
 
+def _cast_inputs(dtype, score_std, n_keys, head_dim, rows, seed):
+    """Return (P, V, row sums, O in float64) for `p_cast_error` and `o_cast_error`."""
+    if dtype not in P_CAST_DTYPES:
+        raise ValueError(f"dtype must be one of {P_CAST_DTYPES}, got {dtype!r}")
+    if isinstance(score_std, bool) or not np.isfinite(score_std) or not score_std > 0:
+        raise ValueError(f"score_std must be a positive finite number, got {score_std!r}")
+    for name, value in (("n_keys", n_keys), ("head_dim", head_dim), ("rows", rows)):
+        _check_tile(value, name)
+    rng = np.random.default_rng(seed)
+    s = rng.normal(0.0, score_std, size=(rows, n_keys))
+    v = rng.normal(size=(n_keys, head_dim))
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    l = p.sum(axis=1, keepdims=True)
+    return p, v, l, p @ v / l
+
+
+def _round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Return float64 `x` rounded to `dtype` (torch's rounding) and back to float64."""
+    import torch
+
+    return torch.from_numpy(x).to(getattr(torch, dtype)).to(torch.float64).numpy()
+
+
 def p_cast_error(dtype: str, score_std: float, n_keys: int = 1024, head_dim: int = 64,
                  rows: int = 64, seed: int = 0) -> float:
     """Return the relative error that rounding P to `dtype` before P V adds to attention.
@@ -155,20 +178,15 @@ def p_cast_error(dtype: str, score_std: float, n_keys: int = 1024, head_dim: int
     unrounded P, as the kernel does). Returns ||O - O_ref||_F / ||O_ref||_F. Needs torch (for
     bfloat16 and float8 rounding on the CPU).
     """
-    import torch
-
-    if dtype not in P_CAST_DTYPES:
-        raise ValueError(f"dtype must be one of {P_CAST_DTYPES}, got {dtype!r}")
-    if isinstance(score_std, bool) or not np.isfinite(score_std) or not score_std > 0:
-        raise ValueError(f"score_std must be a positive finite number, got {score_std!r}")
-    for name, value in (("n_keys", n_keys), ("head_dim", head_dim), ("rows", rows)):
-        _check_tile(value, name)
-    rng = np.random.default_rng(seed)
-    s = rng.normal(0.0, score_std, size=(rows, n_keys))
-    v = rng.normal(size=(n_keys, head_dim))
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    l = p.sum(axis=1, keepdims=True)
-    ref = p @ v / l
-    rounded = torch.from_numpy(p).to(getattr(torch, dtype)).to(torch.float64).numpy()
-    out = rounded @ v / l
+    p, v, l, ref = _cast_inputs(dtype, score_std, n_keys, head_dim, rows, seed)
+    out = _round_to(p, dtype) @ v / l
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def o_cast_error(dtype: str, score_std: float, n_keys: int = 1024, head_dim: int = 64,
+                 rows: int = 64, seed: int = 0) -> float:
+    """Return the relative error of rounding the exact output O once to `dtype`, on the same
+    inputs as `p_cast_error` (same arguments, same seed): the yardstick P's rounding is compared
+    with, since every kernel stores O in its input dtype anyway. ||round(O) - O||_F / ||O||_F."""
+    _, _, _, ref = _cast_inputs(dtype, score_std, n_keys, head_dim, rows, seed)
+    return float(np.linalg.norm(_round_to(ref, dtype) - ref) / np.linalg.norm(ref))
