@@ -152,3 +152,23 @@ def test_recompute_over_move_counts_the_exponentials():
         recompute_over_move(h, 128, overlap="yes")
     with pytest.raises(ValueError, match="bytes_per_element"):
         recompute_over_move(h, 128, bytes_per_element=0)
+
+
+def test_attention_ceiling_with_the_exponential_roof():
+    from inferbook.roofline import attention_ceiling_flops
+
+    # B200 at d = 128: the exponentials cap the rate at 4 d E = the tensor peak exactly
+    b = gpu("B200")
+    assert attention_ceiling_flops(b, 8192, 128, "flash", exp_ceiling=True) == pytest.approx(
+        min(attention_ceiling_flops(b, 8192, 128, "flash"), 4 * 128 * b.exp_per_s))
+    # at d = 64 the exponential roof is half the tensor peak and binds the flash kernel
+    assert attention_ceiling_flops(b, 16384, 64, "flash", exp_ceiling=True) == pytest.approx(
+        4 * 64 * b.exp_per_s)
+    # standard attention stays bandwidth-bound: the third roof changes nothing there
+    h = gpu("H100 SXM")
+    assert attention_ceiling_flops(h, 4096, 64, "standard", exp_ceiling=True) == \
+        attention_ceiling_flops(h, 4096, 64, "standard")
+    with pytest.raises(ValueError, match="exp_ceiling"):
+        attention_ceiling_flops(h, 4096, 64, "flash", exp_ceiling=1)
+    with pytest.raises(ValueError, match="exponential"):
+        attention_ceiling_flops("A10G", 4096, 64, "standard", peak_flops=1e14, exp_ceiling=True)

@@ -171,3 +171,20 @@ def test_p_cast_error_orders_the_formats_and_rejects_bad_input():
             p_cast_error("float16", bad)
     with pytest.raises(ValueError, match="n_keys"):
         p_cast_error("float16", 1.0, n_keys=0)
+
+
+def test_o_cast_error_is_the_yardstick_for_rounding_p():
+    from inferbook.softmax import o_cast_error, p_cast_error
+
+    for dt, u in (("float16", 2.0**-11), ("bfloat16", 2.0**-8), ("float8_e4m3fn", 2.0**-4)):
+        o = o_cast_error(dt, 1.0, n_keys=256, rows=16)
+        # rounding O once: a relative error below the format's unit roundoff, but not tiny
+        assert u / 4 < o < u, dt
+        # with flat rows rounding P costs about as much; with peaked rows less
+        p_flat = p_cast_error(dt, 1.0, n_keys=256, rows=16)
+        assert 0.7 < p_flat / o < 1.05, dt
+        assert p_cast_error(dt, 10.0, n_keys=256, rows=16) < 0.6 * o_cast_error(dt, 10.0, n_keys=256, rows=16)
+    with pytest.raises(ValueError, match="dtype"):
+        o_cast_error("int8", 1.0)
+    with pytest.raises(ValueError, match="score_std"):
+        o_cast_error("float16", 0.0)

@@ -267,13 +267,16 @@ def smem_bytes_per_s(gpu: GPU, clock_hz: float | None = None, bytes_per_clock: i
 
 
 def attention_ceiling_flops(gpu: GPU, n: int, d: int, algorithm: str,
-                            peak_flops: float | None = None, bytes_per_element: int = 2) -> float:
+                            peak_flops: float | None = None, bytes_per_element: int = 2,
+                            exp_ceiling: bool = False) -> float:
     """Return the roofline ceiling, FLOP/s, of one attention forward on `gpu` (fp16 by default).
 
-    algorithm "standard": intensity N d / (b (N + d)) (S and P through HBM); "flash": the
-    intensity of `io_model.flash_attention_io` with an SRAM of the GPU's shared memory per
-    block. `peak_flops` replaces the tensor-core peak (e.g. `FP32_FMA_FLOPS` for a kernel whose
-    matmuls compile to FMA instructions).
+    algorithm "standard": intensity N d / (b (N + d)) (`io_model.standard_attention_traffic`:
+    S and P through HBM); "flash": the intensity of `io_model.flash_attention_io` with an SRAM
+    of the GPU's shared memory per block. `peak_flops` replaces the tensor-core peak (e.g.
+    `FP32_FMA_FLOPS` for a kernel whose matmuls compile to FMA instructions). With
+    `exp_ceiling`, the third ceiling applies too: one exponential per 4 d FLOPs caps the
+    FLOP rate at 4 d E (E = `gpu.exp_per_s`), whatever the overlap.
     """
     from .io_model import (
         attention_intensity,
@@ -297,7 +300,12 @@ def attention_ceiling_flops(gpu: GPU, n: int, d: int, algorithm: str,
     peak = gpu.fp16_tensor_flops if peak_flops is None else float(peak_flops)
     if peak is None:
         raise ValueError(f"{gpu.name} has no published FP16 peak; pass peak_flops")
-    return min(peak, intensity * gpu.hbm_bytes_per_s)
+    if not isinstance(exp_ceiling, bool):
+        raise validate.ArgumentTypeError(f"exp_ceiling must be a bool, got {type(exp_ceiling).__name__}")
+    ceiling = min(peak, intensity * gpu.hbm_bytes_per_s)
+    if exp_ceiling:
+        ceiling = min(ceiling, 4 * d * _exp_rate(gpu))
+    return ceiling
 
 
 def _intensity(intensity) -> float:
