@@ -235,7 +235,7 @@ def test_decode_step_time_is_the_fitted_cost_models_decode_step():
 
 
 def test_missing_fit_refuses_instead_of_using_defaults(tmp_path):
-    missing = cost_model._load_fitted(tmp_path / "none.json")
+    missing = cost_model.load_fitted(tmp_path / "none.json")
     assert missing.eff is None and "not measured" in missing.error_sentence
     with pytest.raises(RuntimeError, match="bench_simulate"):
         missing.efficiency()
@@ -305,3 +305,46 @@ def test_decide_capacity_with_one_token_replies_plans_on_ttft_alone():
     d = capacity.decide_capacity(LLAMA8, "H100 SXM", request_rate=2.0, prompt_tokens=256, output_tokens=1,
                             ttft_p90_s=0.5, tpot_p90_s=0.01, n_requests=40)
     assert d.value is not None and d.value["p90_tpot_s"] == 0.0
+
+
+# -- the form fitted to vLLM's steps (tests/bench/bench_vllm_serve.py) ---------------------------
+
+def test_logits_at_the_last_token_only_take_the_head_off_every_earlier_prompt_token():
+    cfg = GPTConfig(vocab_size=2048, n_positions=512, n_embd=256, n_layer=4, n_head=4)
+    eff = cost_model.Efficiency()
+    every = cost_model.CostModel.for_gpt(cfg, 1e10, eff)
+    last = cost_model.CostModel.for_gpt(cfg, 1e10, eff, logits="last")
+    assert every.head_params == 0 and last.head_params == 2048 * 256
+    head = 2 * 2048 * 256
+    # a 128-token chunk skips 127 logits; a decode row (its only token is sampled) skips none
+    assert every.flops([(128, 0)]) - last.flops([(128, 0)]) == pytest.approx(127 * head)
+    assert every.flops([(1, 50)] * 3) == last.flops([(1, 50)] * 3)
+    mixed = [(64, 10), (1, 30), (1, 7)]
+    assert every.flops(mixed) - last.flops(mixed) == pytest.approx(63 * head)
+
+
+def test_a_fitted_byte_rate_makes_the_cpu_step_a_roofline():
+    cfg = GPTConfig(vocab_size=2048, n_positions=512, n_embd=256, n_layer=4, n_head=4)
+    eff = cost_model.Efficiency(step_overhead_s=1e-3, bandwidth_efficiency=1.0)
+    summed = cost_model.CostModel.for_gpt(cfg, 2.5e10, eff)
+    roof = cost_model.CostModel.for_gpt(cfg, 2.5e10, eff, achieved_bytes_per_s=1e10)
+    one, many = [(1, 99)], [(1, 99)] * 32
+    assert summed.cost(one).memory_s == 0
+    # one decode row: streaming the weights (and its 100 tokens of KV) takes longer than its FLOPs
+    assert roof.cost(one).bound == "memory"
+    assert roof.cost(one).memory_s == pytest.approx((roof.weight_bytes + 100 * roof.kv_bytes_per_token) / 1e10)
+    assert roof.step_time(one) == pytest.approx(1e-3 + roof.cost(one).memory_s)
+    # 32 rows: the FLOPs take over, and the weights are paid once, not 32 times
+    assert roof.cost(many).bound == "compute"
+    assert roof.step_time(many) == pytest.approx(summed.step_time(many))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(logits="first"), "logits"),
+    (dict(achieved_bytes_per_s=0.0), "achieved_bytes_per_s"),
+    (dict(achieved_bytes_per_s=math.inf), "achieved_bytes_per_s"),
+])
+def test_bad_cpu_model_options_are_refused_by_name(kwargs, match):
+    cfg = GPTConfig(vocab_size=8, n_positions=8, n_embd=8, n_layer=1, n_head=1)
+    with pytest.raises((TypeError, ValueError), match=match):
+        cost_model.CostModel.for_gpt(cfg, 1e9, cost_model.Efficiency(), **kwargs)

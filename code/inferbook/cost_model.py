@@ -106,7 +106,11 @@ class CostModel:
     Per GPU: weight_bytes, kv_bytes_per_token, peak_flops (None: `eff.flops_efficiency`
     multiplies nothing and `achieved_flops` is given instead), hbm_bytes_per_s (None: the
     memory term is left out, e.g. on a CPU whose tiny model sits in cache), link_bytes_per_s
-    (one direction).
+    (one direction). head_params: weights of the output head (vocab × hidden, part of
+    n_params) that an engine applies only to the last scheduled token of each sequence, as vLLM
+    computes logits only where it samples; the other new tokens of a prefill chunk then cost
+    2·(n_params − head_params) FLOPs each. 0 (the default): every token pays all of n_params,
+    as the book's engine and the GPU fit count it.
     """
 
     name: str
@@ -123,6 +127,7 @@ class CostModel:
     tp: int = 1
     link_bytes_per_s: float | None = None
     achieved_flops: float | None = None   # used when peak_flops is None (fitted on a CPU)
+    head_params: float = 0.0              # output-head weights applied to a step's last token only
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -131,6 +136,7 @@ class CostModel:
             validate.finite_float(name, getattr(self, name), minimum=0.0)
         for name in ("n_layer", "d_attn", "kv_dim", "hidden", "tp"):
             validate.positive_int(name, getattr(self, name))
+        validate.finite_float("head_params", self.head_params, minimum=0.0, maximum=self.n_params)
         for name in ("peak_flops", "hbm_bytes_per_s", "link_bytes_per_s", "achieved_flops"):
             if getattr(self, name) is not None:
                 validate.positive_float(name, getattr(self, name))
@@ -175,9 +181,23 @@ class CostModel:
             link_bytes_per_s=None if link is None else link / 2)
 
     @classmethod
-    def for_gpt(cls, config, achieved_flops: float, eff: Efficiency) -> CostModel:
-        """Return a CPU cost model of a `gpt.GPTConfig` (fp32, MHA), with fitted FLOP/s."""
+    def for_gpt(cls, config, achieved_flops: float, eff: Efficiency, logits: str = "all",
+                achieved_bytes_per_s: float | None = None) -> CostModel:
+        """Return a CPU cost model of a `gpt.GPTConfig` (fp32, MHA), with fitted FLOP/s.
+
+        logits: "all" (the book's engine: the output head runs on every token of a step) or
+        "last" (vLLM: only on each sequence's last scheduled token; sets `head_params`).
+        achieved_bytes_per_s: None (the step is a sum, no memory term: the book's engine's fit)
+        or the fitted rate at which a step streams the fp32 weights and the KV it reads; the
+        step is then overhead + max(compute, memory), the GPU form, with memory = bytes /
+        (eff.bandwidth_efficiency · achieved_bytes_per_s) (pass bandwidth_efficiency=1.0)."""
         _gpt_config(config)
+        if logits not in ("all", "last"):
+            raise ValueError(f"logits must be 'all' or 'last', got {logits!r}")
+        if achieved_bytes_per_s is not None:
+            achieved_bytes_per_s = validate.finite_float("achieved_bytes_per_s", achieved_bytes_per_s)
+            if achieved_bytes_per_s <= 0:
+                raise ValueError(f"achieved_bytes_per_s must be > 0 bytes/s, got {achieved_bytes_per_s}")
         achieved_flops = validate.finite_float("achieved_flops", achieved_flops)
         if achieved_flops <= 0:
             raise ValueError(f"achieved_flops must be > 0 FLOP/s, got {achieved_flops}")
@@ -188,7 +208,8 @@ class CostModel:
                    n_layer=config.n_layer, d_attn=config.n_embd, kv_dim=config.n_embd,
                    hidden=config.n_embd, weight_bytes=4 * n,
                    kv_bytes_per_token=2 * 4 * config.n_layer * config.n_embd, peak_flops=None,
-                   hbm_bytes_per_s=None, eff=eff, achieved_flops=achieved_flops)
+                   hbm_bytes_per_s=achieved_bytes_per_s, eff=eff, achieved_flops=achieved_flops,
+                   head_params=config.vocab_size * config.n_embd if logits == "last" else 0.0)
 
     def with_eff(self, **changes) -> CostModel:
         """Return a copy with some `Efficiency` fields changed."""
@@ -209,6 +230,7 @@ class CostModel:
             if n > 1:
                 total += roofline.forward_cost(self.n_params, self.n_layer, self.d_attn,
                                                self.kv_dim, 1, n, p).flops
+                total -= 2 * self.head_params * (n - 1)  # no logits before the last token
         return total
 
     def cost(self, shapes: list[tuple[int, int]]) -> StepCost:
