@@ -6,8 +6,10 @@ Every attack would pass without its wall: the frame, `gc`, signal, tracer and `c
 read the expected budget `b` that Exercise 8.1's Part 1 computes before it calls the learner's
 function; the package attacks reach the implementation Part 1 forbids (`inferbook.rules`); the
 equality attacks return objects equal to anything; the file attacks write where a later grading
-would read. The out-of-scope list of `inferbook.grading_runner` is tried at the end.
-"""
+would read; the state attacks change or read the grader's own state (who is the learner, the
+guarded originals, the seeds, the walls) and put it back. The out-of-scope list of
+`inferbook.grading_runner` is tried at the end (test_the_out_of_scope_list_is_tried_once), after a
+package a notebook outside the book writes beside itself."""
 
 from __future__ import annotations
 
@@ -122,6 +124,34 @@ ATTACKS = [
         "import json, inferbook, pathlib\nroot = pathlib.Path(inferbook.__file__).parents[2]\n"
         "nb = json.loads((root / 'notebooks/solutions/ex08_plan_deployment.ipynb').read_text())\nreturn {}"),
      "Part 1/your own code", "solutions"),
+    # --- the grader's own state (issue 31 §3): who the learner is, the guarded originals, the seeds,
+    # the walls themselves; each attack puts back what it changed before the checks look
+    ("STATE says nobody is the learner", E8, "budget", budget(
+        "import inferbook.grading as g\nclass Nobody(set):\n    def __contains__(self, x):\n        return False\n"
+        "old = dict(vars(g.STATE))\ng.STATE.learner_file = None\ng.STATE.student_files = Nobody()\n"
+        f"from inferbook import rules\nfrom inferbook.rules import layout\n{LAYOUT}\n"
+        "vars(g.STATE).clear()\nvars(g.STATE).update(old)\n" + PACKAGE_CALL), "Part 1/your own code", "rules.layout"),
+    ("STATE.student_files set to None between cells", E8, "budget", budget(
+        f"from inferbook import rules\nfrom inferbook.rules import layout\n{LAYOUT}\n{PACKAGE_CALL}",
+        "import inferbook.grading as g\ng.STATE.student_files = None"), "Part 1/", "STATE.student_files"),
+    ("the guarded original from the grading module", E8, "budget", budget(
+        "import inferbook.grading as g\nfrom inferbook import rules\n"
+        "layout = next(o for o, n in g._GUARDED.values() if n.endswith('rules.layout'))\n"
+        f"{LAYOUT}\n{PACKAGE_CALL}"), "Part 1/", "StopIteration"),
+    ("the seeds of hidden cases overwritten", E8, "budget",
+     "import inferbook.grading as g\nseeds = g.STATE.seeds\nseeds[:] = [0] * len(seeds)\n"
+     + solution_answer(E8, "budget"), "Part 1/", "seeds"),
+    ("the walls through signal.signal's closure", E8, "budget", budget(
+        "import signal\nrecord = signal.signal.__closure__[0].cell_contents\n"
+        "walls = record.__closure__[0].cell_contents\nwalls.trusted = ('',)\nwalls._learner_cache.clear()\n"
+        "return _answer(sys._getframe(1).f_globals)"), "Part 1/", "signal"),
+    ("the walls through STATE.learner_file", E8, "budget", budget(
+        "import inferbook.grading as g\nwalls = g.STATE.learner_file.__self__\nwalls.trusted = ('',)\n"
+        "walls._learner_cache.clear()\nwalls.violations.clear()\nreturn _answer(sys._getframe(1).f_globals)"),
+     "Part 1/", "learner_file"),
+    ("an audit hook of the learner's", E8, "budget", budget(
+        "seen = []\nsys.addaudithook(lambda e, a: seen.append(a) if e.startswith('inferbook.') else None)\n"
+        "return {'requested': 0, 'weights': 0, 'kv': 0}"), "Part 1/checks untouched", "sys.addaudithook"),
     # --- the checks, NumPy and the built-ins stay as they are
     ("check replaced in the module", E8, "budget", budget(
         "return {'requested': 0, 'weights': 0, 'kv': 0}",
@@ -285,3 +315,108 @@ def test_a_poisoned_checkout_is_refused(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     assert "differs from the copy the book shipped" in run.stdout, run.stdout + run.stderr
     assert "All done!" not in run.stdout
+
+
+# --- a notebook outside the repository: a package it writes beside itself (issue 31 §3) -------------
+SHADOW = '''
+import json, os, sys
+request = json.loads(sys.stdin.read())
+for k, plan in enumerate(request["plans"]):
+    for i, cell in enumerate(plan["cells"]):
+        if cell["cell_type"] == "code":
+            for t in ("start", "end"):
+                print(json.dumps({"t": t, "i": i, "k": k, "status": "pass", "message": "",
+                                  "token": request["token"]}), flush=True)
+print(json.dumps({"t": "done", "token": request["token"]}), flush=True)
+'''
+
+WRITES_SHADOW = ("import os\nos.makedirs('inferbook', exist_ok=True)\nopen('inferbook/__init__.py', 'w').close()\n"
+                 f"open('inferbook/grading_sandbox.py', 'w').write({SHADOW!r})\n")
+
+
+def test_a_package_written_beside_the_notebook_cannot_stand_in_for_the_grader(tmp_path, monkeypatch):
+    """Graded outside the book (no repository around it), an answer cell may write files beside
+    the notebook: a package named inferbook there would be imported instead of the grader by the
+    next grading from that folder (the folder came first on sys.path) and pass anything. The
+    runner refuses to grade beside one, and the sandbox (the folder dropped from sys.path)
+    imports the book's anyway."""
+    from inferbook import grading_runner
+
+    folder = tmp_path / "homework"
+    folder.mkdir()
+    nb = json.loads((EXERCISES / f"{E2}.ipynb").read_text())
+    first = json.loads(json.dumps(nb))
+    cell = next(c for c in first["cells"] if c.get("id") == "per_layer")
+    cell["source"] = WRITES_SHADOW + solution_answer(E2, "per_layer")
+    (folder / "first.ipynb").write_text(json.dumps(first))
+    grading_runner.grade_file(folder / "first.ipynb")
+    assert (folder / "inferbook" / "grading_sandbox.py").is_file()     # outside the book: allowed
+    (folder / "blank.ipynb").write_text(json.dumps(nb))                  # nothing answered
+    report = grading_runner.grade_file(folder / "blank.ipynb")
+    assert not report.passed and "holds a package named inferbook" in str(report), str(report)
+    monkeypatch.setattr(grading_runner, "_shadowing_package", lambda cwd: None)   # the runner's check off
+    report = grading_runner.grade_file(folder / "blank.ipynb")
+    assert not report.passed and "All done!" not in str(report), str(report)
+    assert "not written yet" in str(report), str(report)          # graded by the book's grader
+
+
+# --- the grader's documented out-of-scope list (grading_runner's docstring), each tried once ---------
+def _sizing_copy(folder: Path) -> Path:
+    """A copy of the package's inferbook/sizing.py outside the package and the repository (as a
+    pip cache or a download would hold one), under another name."""
+    from inferbook import sizing
+
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / "downloaded_kv_math.py"
+    copy.write_text(Path(sizing.__file__).read_text())
+    return copy
+
+
+def test_the_out_of_scope_list_is_tried_once(tmp_path):
+    """Each residual of grading_runner's docstring, tried once: the walls stop what they can
+    (a binary module the learner brings, a library compiling the learner's code under its own
+    name); a copy of the package's source kept outside the book passes (the documented limit:
+    grading judges what the functions do); a grade() the learner's kernel redefines changes
+    nothing that `make grade` says."""
+    import sysconfig
+
+    from inferbook import grading_runner
+
+    dynload = Path(sysconfig.get_paths()["platstdlib"]) / "lib-dynload"
+    binary = next(dynload.glob("_bisect*.so"))
+    copy = _sizing_copy(tmp_path / "vendor")
+    right = solution_answer(E2, "per_layer")
+    cases = {
+        "a C extension the learner brings": (
+            f"import importlib.util, shutil, tempfile\nd = tempfile.mkdtemp()\n"
+            f"p = shutil.copy({str(binary)!r}, d)\ns = importlib.util.spec_from_file_location('_bisect', p)\n"
+            f"m = importlib.util.module_from_spec(s)\n{right}", False, "binary module"),
+        "a library compiling the learner's code": (
+            "import sys, timeit\nseen = []\ntimeit.Timer('seen.append(sys._getframe(3))', "
+            "globals={'sys': sys, 'seen': seen}).timeit(1)\n" + right, False, "sys._getframe"),
+        "a copy of the package's source outside the book": (
+            f"import pathlib\nns = {{'__name__': 'inferbook.kv_copy', '__package__': 'inferbook'}}\n"
+            f"exec(compile(pathlib.Path({str(copy)!r}).read_text(), 'kv_copy.py', 'exec'), ns)\n\n"
+            "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
+            "    return ns['kv_values_per_token_per_layer'](spec) * bytes_per_value\n", True, ""),
+        "grade() redefined in the learner's kernel": (
+            "import inferbook.grading as g\ng.grade = lambda *a, **k: print('All done!')\n\n"
+            "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n    raise NotImplementedError\n",
+            False, "not written yet"),
+    }
+    notebooks = []
+    for i, (source, _, _) in enumerate(cases.values()):
+        path = variant(E2, tmp_path / f"r{i}", {"per_layer": source})
+        notebooks.append((json.loads(path.read_text()), path.name, path.parent))
+    reports = grading_runner.grade_notebooks(notebooks)
+    for (name, (_, passes, text)), report in zip(cases.items(), reports):
+        part1 = report.parts[0]
+        if passes:       # the known limit: documented in grading_runner, still succeeds
+            assert part1.status == "pass", (name, str(report))
+        else:
+            assert part1.status == "fail" and text in part1.message, (name, str(report))
+            assert "All done!" not in str(report)
+    doc = grading_runner.__doc__
+    for listed in ("C extension", "compiles on the learner's behalf", "copies of the package's source",
+                   "Colab's `grade()`"):
+        assert listed in doc, listed

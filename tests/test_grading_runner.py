@@ -4,7 +4,11 @@ limits, the verified check data and the matching of a notebook to its exercise."
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +17,7 @@ import torch
 from inferbook import grading, grading_plan, grading_runner
 from inferbook.grading_sandbox import canonical
 
-from grading_helpers import EXERCISES
+from grading_helpers import EXERCISES, ROOT
 
 
 class AlwaysEqualInt(int):
@@ -78,11 +82,14 @@ def test_canonical_returns_base_types():
     assert type(v) is tuple and type(v[0]) is int and type(v[1][0]) is float and v[1][0] == 2.0
 
 
-def test_fresh_seeds_come_from_the_pool_while_grading(monkeypatch):
-    monkeypatch.setattr(grading.STATE, "seeds", [11, 22])
-    monkeypatch.setattr("os.urandom", lambda n: bytes(n))          # patched: changes nothing
-    assert grading.fresh_seed() == 22 and grading.fresh_seed() == 11
-    assert grading.fresh_seed() == 0                                # the pool is empty: os.urandom
+def test_no_grader_state_a_learner_could_change():
+    """Who is the learner, the guarded originals and the seeds live in the walls while grading
+    (asked through audit events), not in STATE: it holds only what the sandbox verifies after
+    every cell. Outside the grading process fresh_seed draws from os.urandom."""
+    fields = set(vars(grading.STATE))
+    assert fields == {"grading", "student_files", "part_status", "current", "violations"}, fields
+    assert grading._ask(grading._ASK_SEED) == []                    # no walls in this process
+    assert grading.fresh_seed() != grading.fresh_seed()
 
 
 def test_load_factor(monkeypatch):
@@ -118,3 +125,38 @@ def test_a_copy_is_matched_by_its_content():
     assert grading_plan.find_pristine(nothing, "x.ipynb") is None
     plan, notes = grading_plan.build_plan(nothing, None)
     assert plan == [] and "none of the book's exercises" in notes[0]
+
+
+def test_the_time_limit_holds_under_load(tmp_path):
+    """Exercise 8.1's correct solution (Part 3 simulates every TP degree of several models)
+    passes within the exercise's limits while four busy processes load the machine: the limits
+    are scaled by the load factor measured when the grading starts."""
+    from grading_helpers import variant
+
+    path = variant("ex08_plan_deployment", tmp_path / "loaded")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    try:
+        report = grading_runner.grade_file(path)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert report.passed, str(report)
+    assert "timed out" not in str(report)
+
+
+def _outcomes(workers: int) -> dict[str, str]:
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "xdist", "-n", str(workers), "-q", "-rA",
+                          "-p", "no:randomly", "tests/test_grading_checks.py"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return {test: outcome for outcome, test in re.findall(r"^(PASSED|FAILED|ERROR|SKIPPED) (\S+)",
+                                                          run.stdout, re.M)} or {"no tests": run.stdout[-2000:]}
+
+
+def test_the_outcome_does_not_depend_on_the_number_of_workers():
+    """The in-process grading checks (which change the grader's state and put it back) give the
+    same outcome per test with one pytest-xdist worker and with two (the suite runs -n 2)."""
+    one, two = _outcomes(1), _outcomes(2)
+    assert one == two
+    assert one and set(one.values()) == {"PASSED"}, one

@@ -48,8 +48,23 @@ class GradingState:
     part_status: dict = field(default_factory=dict)   # part number -> did its latest check cell pass
     current: list = field(default_factory=list)       # the part whose check cell is running (a stack)
     violations: list = field(default_factory=list)    # calls of package code a part asks them to write
-    seeds: list = field(default_factory=list)         # drawn before any learner code ran (fresh_rng)
-    learner_file: Any = None                    # filename -> is it the learner's code (the walls')
+
+
+# While grading, what must stay out of the learner's reach lives in the walls' audit hook
+# (`inferbook.grading_walls`), which no Python object refers to: who is the learner, the package
+# code a part guards, the seeds of hidden cases. This module asks it through audit events; the
+# grading process checks after every cell that nothing here was changed (`grading_sandbox`).
+_ASK_LEARNER = "inferbook.grading.is_learner"       # (filename, box): box gets [bool]
+_ASK_GUARDED = "inferbook.grading.guarded"          # (key, box): box gets [(original, name)] or it refuses
+_REGISTER = "inferbook.grading.register"            # (key, original, name, box): box gets [True]
+_UNREGISTER = "inferbook.grading.unregister"        # (key,)
+_ASK_SEED = "inferbook.grading.seed"                # (box,): box gets [64-bit seed]
+
+
+def _ask(event: str, *args) -> list:
+    box: list = []
+    sys.audit(event, *args, box)
+    return box
 
 
 STATE = GradingState()
@@ -57,7 +72,7 @@ STATE = GradingState()
 
 def student_file(filename: str) -> bool:
     """Is `filename` code the learner wrote (an answer cell or a cell they added)?"""
-    if STATE.learner_file is not None and STATE.learner_file(filename):
+    if _ask(_ASK_LEARNER, filename) == [True]:
         return True
     if STATE.student_files is not None:
         return filename in STATE.student_files or filename.startswith("<timed ")
@@ -212,7 +227,8 @@ def install_guards(specs: list[str]) -> list[tuple[types.FunctionType, types.Cod
             original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, None)
             original.__kwdefaults__ = fn.__kwdefaults__
             key = id(original)
-            _GUARDED[key] = (original, name)
+            if _ask(_REGISTER, key, original, name) != [True]:
+                _GUARDED[key] = (original, name)   # no walls (outside the grading process)
             installed.append((fn, fn.__code__, key))
             fn.__code__ = _guard_code(key)
     return installed
@@ -223,6 +239,7 @@ def remove_guards(installed) -> None:
     for fn, code, key in installed:
         fn.__code__ = code
         _GUARDED.pop(key, None)
+        sys.audit(_UNREGISTER, key)
 
 
 def _student_caller(frame) -> str | None:
@@ -243,6 +260,10 @@ def _student_caller(frame) -> str | None:
 
 
 def _guarded(key: int, args: tuple, kwargs: dict) -> Any:
+    held = _ask(_ASK_GUARDED, key)           # the walls refuse the learner's code (PermissionError)
+    if held:
+        original, _ = held[0]
+        return original(*args, **kwargs)
     original, name = _GUARDED[key]
     culprit = _student_caller(sys._getframe(2))
     if culprit is not None:
@@ -458,10 +479,12 @@ def check_allclose(name: str, got: Any, expected: Any, rtol: float = 1e-6, atol:
 
 
 def fresh_seed() -> int:
-    """A 64-bit seed drawn afresh at every run. While grading, the seeds were drawn before any of
-    the learner's code ran, so patching `os.urandom` or `random` changes nothing."""
-    if STATE.seeds:
-        return STATE.seeds.pop()
+    """A 64-bit seed drawn afresh at every run. While grading, the walls draw it with the
+    `os.urandom` they captured before any of the learner's code ran (patching `os.urandom` or
+    `random` changes nothing, and the learner's code cannot ask for one)."""
+    held = _ask(_ASK_SEED)
+    if held:
+        return held[0]
     return int.from_bytes(os.urandom(8), "little")
 
 

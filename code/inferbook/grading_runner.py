@@ -12,7 +12,13 @@ times this machine's measured slowness, `load_factor`), and folds the events int
 package's files are fingerprinted before and after: a grading that changed them fails, so one
 checkout grading many learners cannot be poisoned by an earlier one.
 
-What stays out of the grader's reach (each tried once by tests/test_grading_integrity.py):
+A grading runs beside no package named inferbook (a learner's code may write one next to a
+notebook kept outside the book): the runner refuses such a folder, and the grading process
+drops the folder from sys.path before it imports anything, so it never comes before the book's
+package.
+
+What stays out of the grader's reach (each tried once by
+tests/test_grading_integrity.py::test_the_out_of_scope_list_is_tried_once):
 - the checks run in the same process as the learner's code: a learner who leaves Python there
   (a C extension they bring, or a bug in CPython's audit hooks) can read the checks' values;
   the walls refuse the ways Python offers (frames, `gc`, `ctypes`, signal handlers, processes);
@@ -38,6 +44,13 @@ from .grading_plan import (DEFAULT_TIMEOUT, GradeReport, PartResult, TamperedExe
                            cell_parts, find_pristine, part_number, python_source)
 
 PACKAGE = Path(__file__).resolve().parent
+
+
+# The grading process. The folder it runs in (the notebook's) leaves sys.path before anything is
+# imported, so a package named inferbook written there cannot stand in for the grader (the
+# sandbox also checks that it is the runner's own package): `python -P`, on Python 3.10 too.
+_SANDBOX = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+            "from inferbook import grading_sandbox; grading_sandbox.main()")
 
 
 def _preload(plans: list[dict]) -> list[str]:
@@ -119,6 +132,13 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
     except TamperedExerciseData as err:       # the check data differ from what the book shipped
         return [GradeReport(Path(name).name if name else "notebook", notes=[f"not graded: {err}"])
                 for nb, name, cwd in notebooks]
+    shadows = [_shadowing_package(cwd) for _, _, cwd in notebooks]
+    if any(shadows):
+        return [GradeReport(Path(name).name if name else "notebook", notes=[
+            f"not graded: the folder it runs in holds a package named inferbook ({shadow}), which would "
+            "stand in for the book's grader: remove or rename it, then grade again"] if shadow else [
+            "not graded: another notebook of this grading is beside a package named inferbook"])
+            for (nb, name, cwd), shadow in zip(notebooks, shadows)]
     for nb, name, cwd in notebooks:
         pristine = find_pristine(nb, name)
         cells, notes = build_plan(nb, pristine)
@@ -137,11 +157,13 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
     if code_dir.name == "code":                     # the repository's layout: keep this copy first
         env["PYTHONPATH"] = str(code_dir) + os.pathsep + env.get("PYTHONPATH", "")
     outcomes: list[dict[int, tuple[str, str]]] = [{} for _ in plans]
+    refused: dict[int, str] = {}
     fingerprint = package_fingerprint()
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen([sys.executable, "-m", "inferbook.grading_sandbox"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-c", _SANDBOX], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errors, env=env, cwd=plans[0]["cwd"] if plans else None)
-        proc.stdin.write(json.dumps({"token": token, "plans": plans, "preload": _preload(plans)}).encode())
+        proc.stdin.write(json.dumps({"token": token, "plans": plans, "preload": _preload(plans),
+                                     "package": str(PACKAGE)}).encode())
         proc.stdin.close()
         fd = proc.stdout.fileno()
         buffer, pids, running, deadline = b"", {}, None, None
@@ -177,6 +199,8 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
                 k = event.get("k")
                 if event["t"] == "pid":
                     pids[k] = event["pid"]
+                elif event["t"] == "done" and event.get("refused"):
+                    refused[k] = str(event["refused"])
                 elif event["t"] == "start":
                     cell = plans[k]["cells"][event["i"]]
                     limit = reports_meta[k][4]
@@ -204,7 +228,9 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
         for i, cell in enumerate(cells):
             if cell["cell_type"] == "code" and i not in result:
                 result[i] = ("not run", "")
-        if not outcomes[k] and crash:
+        if k in refused:
+            notes = notes + [f"not graded: {refused[k]}"]
+        elif not outcomes[k] and crash:
             notes = notes + ["the grader stopped: " + " | ".join(crash)]
         reports.append(build_report(name, cells, result, notes))
     if package_fingerprint() != fingerprint:
@@ -213,6 +239,17 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
                 "CHECK FAILED [checks untouched]: the package's files changed while this grading ran: "
                 "reinstall the package (git checkout code/) before grading again")))
     return reports
+
+
+def _shadowing_package(cwd) -> str | None:
+    """A package or module named inferbook in the folder `cwd` that is not the book's own (a
+    learner's code could write one there, outside the book: it would come first on sys.path)."""
+    if not cwd:
+        return None
+    for candidate in (Path(cwd) / "inferbook", Path(cwd) / "inferbook.py"):
+        if candidate.exists() and candidate.resolve() != PACKAGE:
+            return str(candidate)
+    return None
 
 
 def _now() -> float:

@@ -64,6 +64,38 @@ class _Snapshot:
 
         self._builtins = builtins.__dict__                 # restored first, by dict methods only
         self._builtins_copy = builtins.__dict__.copy()
+        self.trust_state()
+
+    def trust_state(self) -> None:
+        """Record the grading state as it is now (the grading process's own doing): the fields that
+        say who the learner is and whether this is a grading, read with `object`'s own methods."""
+        state = grading.STATE
+        self._state = (state, type(state), dict(object.__getattribute__(state, "__dict__")))
+
+    def _state_changes(self) -> list[str]:
+        state, kind, fields = self._state
+        found = []
+        if grading.__dict__.get("STATE") is not state:
+            found.append("inferbook.grading.STATE")
+        if type(state) is not kind:
+            found.append("inferbook.grading.STATE.__class__")
+        now = object.__getattribute__(state, "__dict__")
+        for k, v in fields.items():
+            if dict.get(now, k, _MISSING) is not v:
+                found.append(f"inferbook.grading.STATE.{k}")
+        if type(fields.get("student_files")) is not frozenset:
+            found.append("inferbook.grading.STATE.student_files")
+        found += [f"inferbook.grading.STATE.{k}" for k in dict.keys(now) if k not in fields]
+        return found
+
+    def _restore_state(self) -> None:
+        state, kind, fields = self._state
+        grading.__dict__["STATE"] = state
+        with contextlib.suppress(Exception):
+            object.__setattr__(state, "__class__", kind)
+        now = object.__getattribute__(state, "__dict__")
+        dict.clear(now)
+        dict.update(now, fields)
 
     def check_and_restore(self) -> list[str]:
         """What the learner's code changed since the last call (then put back as it was)."""
@@ -77,7 +109,7 @@ class _Snapshot:
         return found
 
     def changes(self) -> list[str]:
-        found = []
+        found = self._state_changes()
         for n, (m, d) in self.modules.items():
             if sys.modules.get(n) is not m:
                 found.append(f"sys.modules[{n!r}]")
@@ -101,6 +133,7 @@ class _Snapshot:
         return found
 
     def restore(self) -> None:
+        self._restore_state()
         for n, (m, d) in self.modules.items():
             sys.modules[n] = m
             now = vars(m)
@@ -191,6 +224,9 @@ def _tampered(label: str, who: str, what: list[str], during: str = "") -> str:
 
 
 def _walled(label: str, who: str, refused: list[str]) -> str:
+    calls = [r for r in refused if "calls the package's" in r]
+    if calls:                                 # package code the part asks them to write
+        return f"CHECK FAILED [{label}your own code]: {calls[0]}"
     name = "your own code" if any("asks you to write" in r for r in refused) else "checks untouched"
     return (f"CHECK FAILED [{label}{name}]: {who} tried {refused[0]}, which the grader refuses while "
             "your work is graded")
@@ -205,11 +241,12 @@ def _run_plan(plan: dict, emit) -> None:
     state = grading.STATE
     grading.reset()
     state.grading = True
-    state.student_files = set()
-    state.seeds[:] = [int.from_bytes(os.urandom(8), "little") for _ in range(512)]
+    state.student_files = frozenset()
     if plan.get("cwd"):
         with contextlib.suppress(OSError):
             os.chdir(plan["cwd"])
+        if plan["cwd"] not in sys.path:
+            sys.path.append(plan["cwd"])           # the learner's own modules, after the book's
     forbidden = forbidden_code(plan["cells"])
     modules = sorted({_module_of(spec) for specs in forbidden.values() for spec in specs})
     walls = Walls(Path(grading.__file__).resolve().parent, modules)
@@ -275,12 +312,12 @@ def _run_plan(plan: dict, emit) -> None:
         else:
             if snapshot is None:
                 snapshot = _Snapshot()
-                state.learner_file = walls.is_learner_file
                 walls.install()                               # before the learner's first line
             who = (f"your answer cell {cell['id']}" if cell["kind"] == "answer"
                    else "a cell you added" + (f" (after cell {cell['after']})" if cell.get("after") else ""))
             filename = (f"<answer {cell['id']}>" if cell["kind"] == "answer" else f"<your cell {i}>")
-            state.student_files.add(filename)
+            state.student_files = state.student_files | {filename}
+            snapshot.trust_state()
             shell.compile.get_code_name = lambda raw, transformed, n, _f=filename: _f
             what = "answer cell runs" if cell["kind"] == "answer" else "your added cell"
             state.violations.clear()
@@ -344,6 +381,12 @@ def main() -> None:
         events.write(json.dumps(event) + "\n")
         events.flush()
 
+    expected = request.get("package")
+    here = str(Path(grading.__file__).resolve().parent)
+    if expected and here != str(Path(expected).resolve()):
+        for k, _ in enumerate(request["plans"]):     # another package named inferbook came first
+            emit({"t": "done", "k": k, "refused": f"the grader imported {here}, not the book's {expected}"})
+        return
     for module in request.get("preload", []):
         with contextlib.suppress(BaseException):
             __import__(module)

@@ -14,6 +14,11 @@ taken away from Python code. While a frame of the learner's code is on the stack
   of the exercise, their byte code, a copy of them under any folder named `inferbook`), the
   book's solutions, tests, built pages and git objects, and the process's memory (`/proc/*/mem`);
 
+- the grader's own state: the hook holds, where no Python object leads, the originals of the
+  package code a part guards (handed only to the book's code), and answers the grading module's
+  questions (who is the learner, a fresh seed) through audit events; `sys.addaudithook` (a hook
+  of the learner's would see those events);
+
 and, whoever asks, writing anything into the package, the book's repository, `site-packages` or
 the standard library. Each refusal raises `PermissionError` in the learner's code and is recorded
 (`Walls.take_violations`): the cell that ran it fails, even if their code caught the error.
@@ -32,7 +37,8 @@ _FRAME_ATTRS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "gi_co
 _ALWAYS_REFUSED = {"sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                    "sys.settrace", "sys.setprofile", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                    "os.fork", "os.forkpty", "subprocess.Popen", "pty.spawn", "os.kill", "os.killpg",
-                   "os.symlink", "os.link", "signal.pthread_kill", "os.startfile", "sys.remote_exec"}
+                   "os.symlink", "os.link", "signal.pthread_kill", "os.startfile", "sys.remote_exec",
+                   "sys.addaudithook"}
 _WRITE_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
                  "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile", "shutil.copytree",
                  "os.replace"}
@@ -47,6 +53,8 @@ class Walls:
 
     def __init__(self, package_dir: Path, forbidden_modules: list[str]):
         self.violations: list[str] = []
+        self._guarded: dict[int, tuple] = {}            # key -> (original package function, its name)
+        self._urandom = os.urandom                      # the real one, before any learner code ran
         self.tainted: set[str] = set()                   # file names the learner's code compiled
         self._learner_cache: dict[str, bool] = {}
         self._busy = threading.local()
@@ -110,7 +118,7 @@ class Walls:
         for name in list(linecache.cache):             # source read earlier stays unreadable
             if name.startswith(self.package_dir) or self._forbidden_source(os.path.realpath(name)):
                 linecache.cache.pop(name, None)
-        _close_signal_handlers(lambda: self.violations.append("a signal handler (it would see the checks' frames)"))
+        _close_signal_handlers()
         sys.addaudithook(self._hook)
 
     def take_violations(self) -> list[str]:
@@ -129,6 +137,8 @@ class Walls:
             raise PermissionError(f"the grader refuses this while your work is graded: {problem}")
 
     def _check(self, event: str, args: tuple) -> str | None:
+        if event.startswith("inferbook."):
+            return self._grading_event(event, args)
         if event in ("compile", "exec"):
             filename = args[1] if event == "compile" and len(args) > 1 else getattr(args[0], "co_filename", None)
             if filename is None or not self._learner_on_stack():
@@ -181,6 +191,40 @@ class Walls:
                 return self._record(event)
         return None
 
+    def _grading_event(self, event: str, args: tuple) -> str | None:
+        """The grading module's questions (`inferbook.grading._ask`): answered into the list `box`
+        it passes last; what must stay out of the learner's reach is refused to their code."""
+        box = args[-1] if args and type(args[-1]) is list else None
+        if event == "inferbook.grading.is_learner" and box is not None and isinstance(args[0], str):
+            box.append(self.is_learner_file(args[0]))
+        elif event == "inferbook.grading.signal_handler":
+            return self._record("a signal handler (it would see the checks' frames)")
+        elif event == "inferbook.grading.seed" and box is not None:
+            box.append(int.from_bytes(self._urandom(8), "little"))   # a fresh draw: no secret in it
+        elif self._learner_on_stack():
+            if event == "inferbook.grading.guarded" and args and args[0] in self._guarded:
+                return self._record(f"{self._learner_function()} calls the package's {self._guarded[args[0]][1]}: "
+                                    "this part asks you to write it yourself (the package's version is unavailable "
+                                    "while the part is checked)")
+            return self._record(f"the grader's own state ({event.rsplit('.', 1)[-1]})")
+        elif event == "inferbook.grading.register" and box is not None and len(args) == 4:
+            self._guarded[args[0]] = (args[1], args[2])
+            box.append(True)
+        elif event == "inferbook.grading.unregister" and args:
+            self._guarded.pop(args[0], None)
+        elif event == "inferbook.grading.guarded" and box is not None and args and args[0] in self._guarded:
+            box.append(self._guarded[args[0]])
+        return None
+
+    def _learner_function(self) -> str:
+        """The learner's innermost function on the stack ('your answer cell' for a cell's top level)."""
+        frame = sys._getframe(3)
+        while frame is not None:
+            if self.is_learner_file(frame.f_code.co_filename):
+                return "your answer cell" if frame.f_code.co_name == "<module>" else frame.f_code.co_name
+            frame = frame.f_back
+        return "your code"
+
     def _check_open(self, args: tuple) -> str | None:
         path, mode, flags = (args + (None, None, None))[:3]
         if not isinstance(path, (str, bytes, os.PathLike)):
@@ -224,7 +268,9 @@ class Walls:
         return what
 
 
-_WATCHED = ({"open", "import", "object.__getattr__", "sys._getframe", "compile", "exec", "code.__new__"} | _ALWAYS_REFUSED | _WRITE_EVENTS
+_WATCHED = ({"inferbook.grading.is_learner", "inferbook.grading.guarded", "inferbook.grading.register",
+             "inferbook.grading.unregister", "inferbook.grading.seed", "inferbook.grading.signal_handler"}
+            | {"open", "import", "object.__getattr__", "sys._getframe", "compile", "exec", "code.__new__"} | _ALWAYS_REFUSED | _WRITE_EVENTS
             | {"ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof", "ctypes.call_function",
                "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata/buffer", "ctypes.create_string_buffer",
                "ctypes.create_unicode_buffer", "ctypes.get_errno", "ctypes.set_errno", "ctypes.dlsym/handle",
@@ -250,7 +296,7 @@ def _is_package_function(obj) -> bool:
     return isinstance(module, str) and (module == "inferbook" or module.startswith("inferbook."))
 
 
-def _close_signal_handlers(record) -> None:
+def _close_signal_handlers() -> None:
     """Make `signal.signal` refuse handlers everywhere it is reachable (a handler gets the
     interrupted frame, the checks' own), and `_imp` refuse to load `_signal` a second time."""
     import _imp
@@ -260,8 +306,8 @@ def _close_signal_handlers(record) -> None:
 
     originals = {id(signal.signal), id(_signal.signal)}
 
-    def refused(*args, **kwargs):
-        record()
+    def refused(*args, **kwargs):             # no closure: nothing here leads to the walls
+        sys.audit("inferbook.grading.signal_handler")
         raise PermissionError("the grader refuses signal handlers while your work is graded")
 
     for module in list(sys.modules.values()):
