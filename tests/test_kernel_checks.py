@@ -94,3 +94,22 @@ def test_kernel_source_carries_constexpr_globals():
     source, name = kc.kernel_module_source(_copy_rows)
     assert name == "_copy_rows" and "SCALE = tl.constexpr(2.0)" in source
     assert "TRITON_INTERPRET" not in os.environ or kc.package_references(_copy_rows) == []
+
+
+def test_clones_keep_layout_and_padding_and_protect_the_originals():
+    """The learner's kernel gets clones: the same strides and NaN past the view (an unmasked
+    read still shows), and a store through their pointers leaves the check cell's originals."""
+    q, k, v = kc.attention_inputs(1, 2, 2, 5, 7, 4, v_row_pad=3)
+    before = [t.clone() for t in (q, k, v)]
+    cq, ck, cv = kc.clones(q, k, v)
+    for original, copy in zip((q, k, v), (cq, ck, cv)):
+        assert copy.stride() == original.stride() and copy.storage_offset() == original.storage_offset()
+        assert torch.equal(copy, original)
+        assert copy.untyped_storage().data_ptr() != original.untyped_storage().data_ptr()
+    past = torch.as_strided(cv, (1, 2, 7, 7), cv.stride())[0, 0, 0, 4:]   # V's row padding
+    assert torch.isnan(past).all()
+    ck.zero_()
+    cv.untyped_storage().fill_(0)
+    assert all(torch.equal(a, b) for a, b in zip((q, k, v), before))
+    with pytest.raises(TypeError, match=r"tensors\[1\] must be a torch.Tensor"):
+        kc.clones(q, [1.0])

@@ -8,6 +8,8 @@ float64 reference, a test that a kernel is the learner's own (it references noth
 
 - `fresh_generator()` -> a `torch.Generator` seeded at grading time (values no message shows).
 - `attention_inputs(...)` -> `(q, k, v)` views whose rows past `n_q` / `n_kv` hold NaN.
+- `clones(q, k, v)` -> copies (storage, NaN padding and strides too) to hand the learner's kernel,
+  so the reference is computed from inputs its stores cannot have changed.
 - `check_attention(name, o, lse, q, k, v, causal, rows=None)` -> the error rule, as a named check.
 - `package_references(fn)` -> what of `inferbook` a Triton function (and what it calls) uses.
 - `compile_kernel(kernel, signature, constexprs, capability, ...)` -> the launch's shared memory
@@ -98,6 +100,22 @@ def _where(index: tuple[int, ...] | None) -> str:
         return ""
     names = ("batch", "head", "query row", "column")
     return " (first at " + ", ".join(f"{n} {i}" for n, i in zip(names, index)) + ")"
+
+
+def clones(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Copies of `tensors` for the learner's kernel, each with its own copy of the whole storage
+    (the NaN rows and row padding past the view included, the same offset and strides), so a
+    kernel that reads past a tensor still reads NaN, and one that writes through its pointers
+    changes only the copy: the check cell keeps the originals for the reference."""
+    copies = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tensors[{i}] must be a torch.Tensor, got {type(t).__name__}")
+        storage = t.untyped_storage().clone()
+        copy = torch.empty(0, dtype=t.dtype, device=t.device)
+        copy.set_(storage, t.storage_offset(), t.size(), t.stride())
+        copies.append(copy)
+    return tuple(copies)
 
 
 def check_attention(name: str, o: torch.Tensor, lse: torch.Tensor, q: torch.Tensor,
