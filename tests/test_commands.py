@@ -283,15 +283,19 @@ def test_sglang_running_requests_never_exceed_its_pool():
     """SGLang sizes its decode CUDA graphs and request slots from --max-running-requests: the
     plan caps it at what SGLang's own KV pool (static memory - weights) holds."""
     for m, g, ctx in (("Llama-3.1-70B", "4xH100", 32768), ("Llama-3.1-8B", "1xL4", 8192),
-                      ("Qwen2.5-14B", "2xA100", 8192)):
+                      ("Qwen2.5-14B", "2xA100", 8192), ("DeepSeek-V3", "8xH200", 8192)):
         p = recommend(m, g, Workload("chat", context_tokens=ctx))
         if not p.sglang_argv:
             continue
-        running = int(p.sglang_argv[p.sglang_argv.index("--max-running-requests") + 1])
+        argv = list(p.sglang_argv)
+        running = int(argv[argv.index("--max-running-requests") + 1])
+        # a global cap: each attention-DP worker gets running // attn_dp_size
+        dp = int(argv[argv.index("--attn-dp-size") + 1]) if "--attn-dp-size" in argv else 1
         lay = p.decision("parallelism").value["layout"]
         pool = p.sglang.value.static_bytes - p.memory.weight_bytes
-        assert 1 <= running <= max(1, pool // lay.kv_bytes(model(m), p.workload.sizing_tokens))
-        assert running <= p.max_num_seqs
+        per_worker = running // dp
+        assert 1 <= per_worker <= max(1, pool // lay.kv_bytes(model(m), p.workload.sizing_tokens))
+        assert per_worker <= p.max_num_seqs
 
 
 def test_cli_plans_from_a_config_file(tmp_path, capsys):

@@ -323,6 +323,10 @@ def test_linear_attention_and_state_space_layers_are_refused():
       "config_groups": {"g0": {"weights": {"num_bits": 8, "type": "float"}}}}, "fp8"),
     ({"quant_method": "compressed-tensors",
       "config_groups": {"g0": {"weights": {"num_bits": 4, "type": "int"}}}}, "w4a16"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}, "nvfp4"),
+    ({"quant_method": "compressed-tensors",
+      "config_groups": {"g0": {"weights": {"num_bits": 4, "type": "float",
+                                           "group_size": 16}}}}, "nvfp4"),
 ])
 def test_quantized_checkpoints_are_sized_at_their_stored_size(qcfg, stored):
     from inferbook import sizing

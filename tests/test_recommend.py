@@ -3,6 +3,7 @@
 import itertools
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,10 @@ from inferbook import recommend as rec
 from inferbook import parallelism, render, rules, sizing
 from inferbook.cli import main
 from inferbook.hardware import gpu
-from inferbook.models import model
-from inferbook.recommend import (
-    Refusal, Workload, check_command, choose_draft_length, engine_args, recommend, spec_schedule,
-)
+from inferbook.models import model, param_count as model_params
+from inferbook.commands import check_command, engine_args
+from inferbook.recommend import Refusal, Workload, recommend
+from inferbook.speculation_rules import choose_draft_length, spec_schedule
 from inferbook.render import WORKED_EXAMPLES, generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,6 +125,11 @@ def test_every_plan_fits_vllms_budget():
             experts = (moe_layers * spec.n_routed_experts * 3 * spec.hidden_size
                        * spec.moe_intermediate_size * {"bf16": 2, "fp8": 1}[p.weight_dtype])
             weights = _hand_weight_bytes(spec, p.weight_dtype) - experts * (1 - 1 / ep)
+        draft = p.decision("parallelism").value["layout"].draft
+        if draft is not None:   # an MTP layer or EAGLE-3 head loaded beside the model
+            assert p.speculation is not None and p.speculation.method == draft.method
+            weights += draft.bytes_per_gpu(p.tensor_parallel, p.expert_parallel,
+                                           {"bf16": 2, "fp16": 2, "fp8": 1}[p.weight_dtype])
         assert abs(weights - m.weight_bytes) / weights < 0.01
         assert m.usable_bytes == -(-int(g.cuda_total_bytes * p.gpu_memory_utilization * 1e6)
                                    // 10**6)
@@ -394,7 +400,9 @@ def test_command_line(capsys):
     assert main(["--model", "Llama-3.1-70B", "--gpu", "H100", "--num-gpus", "4",
                  "--context", "32768", "--workload", "chat"]) == 0
     out = capsys.readouterr().out
-    assert "vllm serve meta-llama/Llama-3.1-70B" in out and "--tensor-parallel-size 4" in out
+    # on H100s the published FP8 chat checkpoint is ranked beside bf16 (and wins here)
+    assert "vllm serve RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8" in out
+    assert "--tensor-parallel-size 4" in out
     assert main(["--model", "Llama-2-7B", "--gpu", "A100", "--context", "32768"]) == 1
     assert "Refused" in capsys.readouterr().out
     assert main(["--model", "Llama-2-7B", "--gpu", "Z9"]) == 2
@@ -544,3 +552,104 @@ def test_a_moe_model_wider_than_a_node_ranks_ep_against_pp():
     head, worker = (c.argv for c in p.vllm_nodes)
     assert head[head.index("--nnodes") + 1] == "2" and "--headless" in worker
     assert check_command(head, "vllm") == [] and check_command(worker, "vllm") == []
+
+
+# --- draft weights and their KV in the budget (issue 30 §2) -----------------------------------
+
+def test_mtp_layer_weights_and_kv_are_in_the_budget():
+    """DeepSeek-V3's MTP layer is loaded beside the model: one more MoE decoder layer (sharded
+    like the model's experts), eh_proj and norms on every GPU, and one more latent per token."""
+    from inferbook import checkpoints, speculation_rules
+    spec = model("DeepSeek-V3")
+    p = recommend(spec, "8xH200", Workload("chat"))
+    lay = p.decision("parallelism").value["layout"]
+    assert p.speculation is not None and p.speculation.method == "mtp"
+    draft = checkpoints.draft_weights(spec, "mtp", speculation_rules.MTP_LAYERS["DeepSeek-V3"])
+    assert lay.draft == draft and draft.kv_layers == 1
+    bare = rules.layout(spec, gpu("H200"), lay.tp, lay.pp, lay.weight_dtype,
+                        rules.PlanRequest(8, lay.kv_dtype, "latency", None, 0.92), lay.ep)
+    added = p.memory.weight_bytes - bare.budget.weight_bytes
+    assert added == draft.bytes_per_gpu(lay.tp, lay.ep, 1) > 1.5e9   # fp8: a byte per weight
+    # the layer itself: the model's last (MoE) layer + eh_proj (2h x h) + three norms
+    h = spec.hidden_size
+    one_layer = model_params(spec) - model_params(replace(spec, num_hidden_layers=60))
+    assert draft.params == one_layer + 2 * h * h + 3 * h
+    # its KV: 62 latent layers per token instead of 61
+    target = sizing.kv_bytes_per_gpu(spec, lay.tp, 8192, 1, lay.kv_dtype,
+                                     window_extra_tokens=lay.window_extra_tokens,
+                                     block_size=rules.BLOCK_SIZE)
+    assert p.kv_bytes_per_sequence == -(-target * 62 // 61)
+    assert "in vLLM's budget" in p.decision("speculative decoding").reason
+
+
+def test_eagle3_head_weights_and_kv_are_in_the_budget():
+    """A validated EAGLE-3 head costs its weights (one layer, fc, a 32K-token LM head, 16-bit)
+    and one more KV layer per token: fewer requests fit than without it."""
+    w = Workload("chat", draft_model="RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3")
+    with_head, without = recommend("Llama-3.1-8B", "1xH100", w), recommend(
+        "Llama-3.1-8B", "1xH100", Workload("chat"))
+    assert with_head.speculation.method == "eagle3" and without.speculation is None
+    lay = with_head.decision("parallelism").value["layout"]
+    assert lay.draft.method == "eagle3" and lay.draft.bytes_per_param == 2
+    added = with_head.memory.weight_bytes - without.memory.weight_bytes
+    assert added == lay.draft.bytes_per_gpu(1) and 0.8e9 < added < 0.9e9
+    assert with_head.kv_bytes_per_sequence * 32 == without.kv_bytes_per_sequence * 33
+    assert with_head.seqs_at_typical < without.seqs_at_typical
+
+
+def test_no_draft_no_draft_weights():
+    """A plan whose speculation is off loads no draft, so its budget has none."""
+    for m, g, w in (("DeepSeek-V3", "8xH200", Workload("batch")),
+                    ("Llama-3.1-8B", "1xH100", Workload("chat")),
+                    ("Llama-3.1-8B", "1xH100", Workload("rag"))):
+        p = recommend(m, g, w)
+        lay = p.decision("parallelism").value["layout"]
+        assert lay.draft is None, (m, w.kind)
+
+
+def test_public_eagle3_heads_are_named_with_their_source():
+    from inferbook import checkpoints
+    p = recommend("Llama-3.1-8B", "1xH100", Workload("chat"))
+    reason = p.decision("speculative decoding").reason
+    for repo, source in checkpoints.EAGLE3_HEAD_SOURCES["meta-llama/Llama-3.1-8B-Instruct"]:
+        assert repo in reason and source in reason
+    assert checkpoints.EAGLE3_HEADS["meta-llama/Llama-3.1-8B-Instruct"] == (
+        checkpoints.EAGLE3_HEAD_SOURCES["meta-llama/Llama-3.1-8B-Instruct"][0][0])
+
+
+# --- formats people deploy: a published FP8 checkpoint ranked beside bf16 (issue 30 §3) -------
+
+def test_405b_on_16_h100_ranks_fp8_one_node_against_bf16_pipeline():
+    """bf16 Llama-3.1-405B needs TP=8 x PP=2 across two nodes; NVIDIA's published FP8
+    checkpoint fits one node, so TP=8 x DP=2 is ranked beside it and wins, and the plan says
+    by how much."""
+    p = recommend("Llama-3.1-405B", "16xH100", Workload("chat"))
+    rates = p.decision("parallelism").value["rates"]
+    bf16 = [r for r in rates if r.layout.weight_dtype == "bf16"]
+    fp8 = [r for r in rates if r.layout.weight_dtype == "fp8"]
+    assert bf16 and all(r.layout.pp == 2 and r.layout.tp == 8 for r in bf16)
+    assert any(r.layout.tp == 8 and r.layout.pp == 1 and r.layout.dp == 2 for r in fp8)
+    assert (p.weight_dtype, p.quantization) == ("fp8", None)
+    assert (p.tensor_parallel, p.pipeline_parallel, p.data_parallel) == (8, 1, 2)
+    assert p.served_model == "nvidia/Llama-3.1-405B-Instruct-FP8"
+    assert "--quantization" not in p.vllm_argv and check_command(p.vllm_argv, "vllm") == []
+    why = p.decision("weights").reason
+    assert "ranked beside" in why and "bf16 TP=8 x PP=2" in why and "fp8 TP=8 x DP=2" in why
+    assert "check quality" in why
+
+
+def test_fp8_is_ranked_only_where_it_runs_natively_and_not_over_a_named_repo():
+    # sm80 (A100) has no W8A8 FP8 kernels: the checkpoint's bf16, no ranking
+    a100 = recommend("Llama-3.1-8B", "1xA100", Workload("chat"))
+    assert a100.weight_dtype == "bf16" and "ranked beside" not in a100.decision("weights").reason
+    assert {r.layout.weight_dtype for r in a100.decision("parallelism").value["rates"]} == {"bf16"}
+    # a repository the user names is served in its own format
+    named = recommend("Llama-3.1-8B", "1xH100", Workload("chat"),
+                      served_model="meta-llama/Llama-3.1-8B-Instruct")
+    assert named.weight_dtype == "bf16"
+    assert {r.layout.weight_dtype for r in named.decision("parallelism").value["rates"]} == {"bf16"}
+    # left to choose on an H100, both formats are rated and the plan says which won
+    free = recommend("Llama-3.1-8B", "1xH100", Workload("chat"))
+    assert {r.layout.weight_dtype for r in free.decision("parallelism").value["rates"]} == {
+        "bf16", "fp8"}
+    assert "ranked beside" in free.decision("weights").reason

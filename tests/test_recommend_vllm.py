@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inferbook import attention_backends, rules, sizing
+from inferbook import attention_backends, roofline, rules, sizing, speculation_rules
 from inferbook.commands import DATA
 from inferbook.hardware import gpu
 from inferbook.models import model
@@ -59,7 +59,8 @@ def test_1_max_num_seqs_is_a_cap_not_the_worst_case():
     q = quote(1, "scheduler.py")
     assert q["quote"] == "# The request cannot be scheduled."   # then it preempts
     p = recommend("Llama-3.1-70B", "4xH100",
-                  Workload("chat", context_tokens=32768, typical_tokens=4096))
+                  Workload("chat", context_tokens=32768, typical_tokens=4096),
+                  served_model="meta-llama/Llama-3.1-70B-Instruct")   # the lesson's bf16
     # the old plan sized --max-num-seqs for 32K requests (13); vLLM's default cap is 1024
     assert p.seqs_at_full_context < 20 and p.max_num_seqs == 1024
     assert p.seqs_at_typical > 100
@@ -69,6 +70,10 @@ def test_1_max_num_seqs_is_a_cap_not_the_worst_case():
 
 def test_2_chat_plans_serve_the_instruct_model():
     p = recommend("Llama-3.1-70B", "4xH100", Workload("chat", context_tokens=32768))
+    # on Hopper the published FP8 chat checkpoint is ranked beside bf16: either is Instruct
+    assert p.served_model in ("meta-llama/Llama-3.1-70B-Instruct",
+                              "RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8")
+    p = recommend("Llama-3.1-70B", "4xA100", Workload("chat", context_tokens=32768))
     assert p.served_model == "meta-llama/Llama-3.1-70B-Instruct"
     assert recommend("Qwen2.5-7B", "1xH100", "agent").served_model == "Qwen/Qwen2.5-7B-Instruct"
     # every workload serves the chat checkpoint (RAG and batch requests use the chat API and
@@ -106,14 +111,15 @@ def test_4_data_parallel_plans_use_a_fixed_draft_length():
     # with DP vLLM keeps one k for every batch size: the book reads it from its own schedule
     # at one replica's running batch, and turns speculation off past the compute-bound point
     spec, h100 = model("Llama-3.1-8B"), gpu("H100")
-    t_crit = rules.roofline.critical_tokens(h100, 2 * spec.n_active_params,
+    t_crit = roofline.critical_tokens(h100, 2 * spec.n_active_params,
                                             sizing.weight_bytes(spec, "bf16"))
     for b in (1, 4, 40, 300):
-        d = rules.decide_speculation(spec, h100, "chat", "latency", "bf16", "org/eagle3", None,
-                                     1024, 4, running_batch=b)
-        sched = rules.spec_schedule(d.value.num_tokens if d.value else 8, t_crit, 1024)
-        k_at_b = next(r[2] for r in rules.spec_schedule(
-            rules.choose_draft_length(0.7, 1 / spec.num_hidden_layers), t_crit, 1024)
+        d = speculation_rules.decide_speculation(spec, h100, "chat", "latency", "bf16",
+                                                 "org/eagle3", None, 1024, 4, running_batch=b)
+        sched = speculation_rules.spec_schedule(d.value.num_tokens if d.value else 8, t_crit,
+                                                1024)
+        k_at_b = next(r[2] for r in speculation_rules.spec_schedule(
+            speculation_rules.choose_draft_length(0.7, 1 / spec.num_hidden_layers), t_crit, 1024)
             if r[0] <= b <= r[1])
         assert (d.value.num_tokens if d.value else 0) == k_at_b, (b, d.reason, sched)
         assert d.value is None or d.value.schedule == ()

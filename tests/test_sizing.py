@@ -48,6 +48,10 @@ def test_scale_overheads_are_counted():
     assert DTYPES["int8"].vector_bytes(128) == 130
     assert DTYPES["int4"].vector_bytes(128) == 68
     assert DTYPES["int4"].bits_per_value == 4.25 and DTYPES["int8"].bits_per_value == 8.125
+    # NVFP4: 16 e2m1 values (8 bytes) + one e4m3 scale byte = 4.5 bits per weight; MXFP4's
+    # 32-value blocks with an e8m0 byte are 4.25
+    assert DTYPES["nvfp4"].vector_bytes(16) == 9 and DTYPES["nvfp4"].bits_per_value == 4.5
+    assert DTYPES["mxfp4"].bits_per_value == 4.25
     # llama.cpp blocks: block_q8_0 is 34 bytes, block_q4_0 18 bytes, per 32 values
     assert DTYPES["q8_0"].vector_bytes(32) == 34 and DTYPES["q4_0"].vector_bytes(32) == 18
     assert DTYPES["q8_0"].vector_bytes(128) == 4 * 34

@@ -67,6 +67,11 @@ SGLANG_QUOTES = [
     ("srt/layers/quantization/fp8.py", "fp8 minimum capability",
      "return 100 if self.use_mxfp8 else 80"),
     ("srt/arg_groups/parallel_hook.py", "attention DP flag", "`--attn-dp-size N`."),
+    # --max-running-requests is global: each attention-DP worker gets its share
+    ("srt/mem_cache/kv_cache_configurator.py", "running requests per DP worker",
+     "requested_per_worker = max(1, max_num_reqs // self.attn_dp_size)"),
+    ("srt/arg_groups/memory_hook.py", "graph reserve",
+     "reserved_mem += decode_cuda_graph_config.max_bs * cfg.attn_dp_size * 1.5"),
 ]
 
 

@@ -46,8 +46,9 @@ def dp_ep(spec: ModelSpec, lay: rules.Layout, rates, tp_held: int, tp_rate: floa
     why = (f"{name}: {o.budget.weight_bytes / 1e9:.1f} GB of weights per GPU, KV for "
            f"{best.held} requests (the plan: {tp_held}), about {best.tokens_per_s:,.0f} tokens/s "
            f"by the step-cost model (the plan: {tp_rate:,.0f}). vLLM: {' '.join(flags)}; "
-           f"SGLang 0.5.23: {' '.join(sglang)} (--enable-dp-attention is its deprecated "
-           "spelling)")
+           f"SGLang 0.5.23: {' '.join(sglang)}"
+           + (" (--attn-dp-size replaces the deprecated --enable-dp-attention)" if o.ep > 1
+              else ""))
     return Decision(dict(held=best.held, tokens_per_s=best.tokens_per_s,
                          weight_bytes=o.budget.weight_bytes, vllm_flags=tuple(flags),
                          sglang_flags=tuple(sglang)), why, rules.CH_SERVING,

@@ -2,7 +2,8 @@
 
 `checkpoint_dtype(config)` returns the storage format `inferbook.models.ModelSpec` records
 (`checkpoint_dtype`): bf16 / fp16 / fp32 from `torch_dtype`, or fp8, AWQ/GPTQ 4-bit ("awq"),
-int8, compressed-tensors W4A16 ("w4a16"), bitsandbytes int4/int8 or MXFP4 from
+int8, compressed-tensors W4A16 ("w4a16"), NVFP4 (ModelOpt or compressed-tensors),
+bitsandbytes int4/int8 or MXFP4 from
 `quantization_config`. An unknown method is refused naming the field (ValueError).
 """
 
@@ -30,6 +31,8 @@ def checkpoint_dtype(cfg: dict) -> str:
     bits = q.get("bits", q.get("w_bit"))
     if method in ("fp8", "fbgemm_fp8", "modelopt") and q.get("quant_algo", "FP8") == "FP8":
         return "fp8"
+    if method in ("modelopt", "modelopt_fp4") and q.get("quant_algo") == "NVFP4":
+        return "nvfp4"   # ModelOpt's NVFP4 checkpoints (Blackwell)
     if method == "mxfp4":
         return "mxfp4"
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "autoround"):
@@ -46,6 +49,8 @@ def checkpoint_dtype(cfg: dict) -> str:
             return "int8"
         if kinds == {(4, "int")}:
             return "w4a16"
+        if kinds == {(4, "float")}:
+            return "nvfp4"   # compressed-tensors NVFP4 (4-bit e2m1, group 16, e4m3 scales)
         _refuse("quantization_config.config_groups", f"compressed-tensors weights {kinds!r}")
     if method == "bitsandbytes":
         if q.get("load_in_4bit"):

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .decision import Decision
+from .models import param_count
 
 CH_SERVING = "09_serving_at_scale"
 
@@ -30,11 +31,80 @@ PUBLISHED = {
     "Qwen2.5-72B": {"int4": "Qwen/Qwen2.5-72B-Instruct-AWQ"},
 }
 
-# Public EAGLE-3 heads trained for a chat checkpoint (vLLM docs, features/speculative_decoding/
-# eagle; the head's model card names the target).
+# Public EAGLE-3 heads trained for a chat checkpoint (the head's model card names the target),
+# each with where it is published: the first is the one a plan names.
 EAGLE3_HEADS = {
     "meta-llama/Llama-3.1-8B-Instruct": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
 }
+EAGLE3_HEAD_SOURCES = {
+    "meta-llama/Llama-3.1-8B-Instruct": (
+        ("RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
+         "vLLM docs, features/speculative_decoding/eagle"),
+        ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+         "https://github.com/SafeAILab/EAGLE (README, EAGLE-3 weights); vLLM's "
+         "tests/v1/e2e/test_spec_decode.py")),
+}
+# An EAGLE-3 head is one decoder layer whose attention reads [embedding; hidden] (2h), an fc
+# fusing three target layers (3h -> h) and its own LM head over a 32,000-token draft vocabulary
+# (draft_vocab_size in https://github.com/sgl-project/SpecForge configs/llama3-70B-ealge3.json);
+# it keeps the target's embedding (vLLM shares it: v1/spec_decode/llm_base_proposer.py
+# `_maybe_share_embeddings`) and is stored in 16-bit.
+EAGLE3_DRAFT_VOCAB = 32000
+EAGLE3_BYTES_PER_PARAM = 2
+
+
+@dataclass(frozen=True)
+class DraftWeights:
+    """What a speculative draft adds to every GPU: its parameters (the routed-expert part
+    apart, which expert parallelism shards), their bytes per parameter, and the attention
+    layers whose KV it keeps beside the target's (same per-layer size)."""
+
+    method: str
+    params: int
+    expert_params: int
+    bytes_per_param: float | None   # None: stored like the target's weights
+    kv_layers: int
+    what: str
+
+    def bytes_per_gpu(self, tp: int, ep: int = 1, target_bytes_per_param: float = 2) -> int:
+        """Return the draft's weight bytes on one GPU of a TP=`tp` (or EP=`ep`) layout whose
+        weights take `target_bytes_per_param`."""
+        dense = self.params - self.expert_params
+        split = tp if ep == 1 else 1
+        per = target_bytes_per_param if self.bytes_per_param is None else self.bytes_per_param
+        return int((dense / split + self.expert_params / max(tp, ep)) * per)
+
+
+def draft_weights(spec, method: str | None, mtp_layers: int = 0) -> DraftWeights | None:
+    """Return the weights and KV layers vLLM loads for `method`'s draft, or None (n-gram and
+    suffix decoding draft from token history: nothing to load).
+
+    "mtp" (DeepSeek-V3's `num_nextn_predict_layers`): per layer one decoder layer like the
+    model's last (MoE) one, `eh_proj` (2h -> h) and three RMSNorms (enorm, hnorm, the shared
+    head's), stored like the target; embedding and LM head are the target's (vLLM shares them
+    with an MTP draft: `_maybe_share_embeddings`, `_maybe_share_lm_head`). "eagle3": see
+    `EAGLE3_DRAFT_VOCAB`.
+    """
+    h = spec.hidden_size
+    if method == "mtp" and mtp_layers > 0:
+        last = param_count(spec) - param_count(replace(spec, num_hidden_layers=(
+            spec.num_hidden_layers - 1)))
+        experts = (spec.n_routed_experts * 3 * h * spec.moe_intermediate_size
+                   if spec.is_moe else 0)
+        per_layer = last + 2 * h * h + 3 * h
+        return DraftWeights("mtp", mtp_layers * per_layer, mtp_layers * experts, None,
+                            mtp_layers,
+                            f"{mtp_layers} MTP layer(s) of {per_layer / 1e9:.1f} B parameters "
+                            "(a decoder layer, eh_proj and norms; embedding and LM head shared)")
+    if method == "eagle3":
+        q_out, kv_out = spec.num_attention_heads * spec.head_dim, spec.num_key_value_heads * spec.head_dim
+        attention = 2 * h * (q_out + 2 * kv_out) + q_out * h
+        params = (attention + 3 * h * spec.intermediate_size + 4 * h + 3 * h * h
+                  + EAGLE3_DRAFT_VOCAB * h)
+        return DraftWeights("eagle3", params, 0, EAGLE3_BYTES_PER_PARAM, 1,
+                            f"an EAGLE-3 head of {params / 1e9:.2f} B parameters (one decoder "
+                            f"layer, fc and a {EAGLE3_DRAFT_VOCAB:,}-token LM head)")
+    return None
 
 
 @dataclass(frozen=True)

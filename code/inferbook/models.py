@@ -35,7 +35,8 @@ from pathlib import Path
 
 from . import checkpoint_format, vision_towers
 
-CHECKPOINT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "w4a16", "mxfp4")
+CHECKPOINT_DTYPES = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "awq", "w4a16", "mxfp4",
+                     "nvfp4")
 
 
 @dataclass(frozen=True)

@@ -220,11 +220,16 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
     lay = chosen.layout
     what = ("output tokens/s with the prompts' prefill (steady state)" if output_tokens
             else "decode tokens/s")
-    table = ", ".join(f"{describe(r.layout)}: {r.tokens_per_s:,.0f}" for r in rates)
-    why = f"{describe(lay)}: {chosen.tokens_per_s:,.0f} {what} over {req.n_gpus} GPUs"
+    mixed = len({r.layout.weight_dtype for r in rates}) > 1   # FP8 ranked beside 16-bit
+
+    def name(x: Layout) -> str:
+        return f"{x.weight_dtype} {describe(x)}" if mixed else describe(x)
+
+    table = ", ".join(f"{name(r.layout)}: {r.tokens_per_s:,.0f}" for r in rates)
+    why = f"{name(lay)}: {chosen.tokens_per_s:,.0f} {what} over {req.n_gpus} GPUs"
     if runner is not None and runner.tokens_per_s > 0:
         margin = chosen.tokens_per_s / runner.tokens_per_s - 1
-        why += (f", {margin:+.0%} against the runner-up {describe(runner.layout)} "
+        why += (f", {margin:+.0%} against the runner-up {name(runner.layout)} "
                 f"({runner.tokens_per_s:,.0f})")
         if chosen is not best and rule == "one gpu":
             why += (f"; the model fits one GPU with room for {chosen.batch} running requests "
@@ -265,3 +270,32 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
                 "up without all-reduce traffic)")
     return Decision(dict(layout=lay, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, rates=rates,
                          runner_up=runner), why, CH_SERVING, extra={"warning": warn} if warn else {})
+
+
+def settle_format(weights: Decision, parallel: Decision) -> Decision:
+    """Return the weight decision for the format of the layout `parallel` chose: where
+    `rules.decide_weights` ranked a published FP8 checkpoint beside the 16-bit weights, the
+    plan says which won, by how much, and why."""
+    rates, chosen = parallel.value.get("rates", ()), parallel.value["layout"]
+    formats = {r.layout.weight_dtype for r in rates}
+    if len(formats) < 2:
+        return weights
+    best = {f: max((r for r in rates if r.layout.weight_dtype == f), key=lambda r: r.tokens_per_s)
+            for f in formats}
+    won, lost = chosen.weight_dtype, next(f for f in formats if f != chosen.weight_dtype)
+    w, other = best[won], best[lost]
+    compare = (f"{won} {describe(w.layout)} estimates {w.tokens_per_s:,.0f} tokens/s against "
+               f"{lost} {describe(other.layout)} at {other.tokens_per_s:,.0f}")
+    if won == weights.value["weight_dtype"]:
+        return replace(weights, reason=weights.reason + (
+            f"; the published FP8 checkpoint was ranked beside them and lost: {compare}"))
+    repo = weights.extra["fp8_repo"]
+    why = (f"the published FP8 checkpoint {repo} (W8A8 FP8 kernels), ranked beside the "
+           f"checkpoint's {lost} weights: {compare}. FP8 halves the bytes every decode step "
+           "reads and the memory the weights take, which leaves more KV room"
+           + (" and fits without pipeline stages" if other.layout.pp > w.layout.pp else "")
+           + "; a checkpoint published for serving (nothing is quantized at start-up), but "
+           "check quality on your task before serving")
+    layouts = [lay for lay in weights.value["layouts"] if lay.weight_dtype == won]
+    return Decision(dict(weights.value, weight_dtype=won, quantization=None, served_repo=repo,
+                         layouts=layouts), why, weights.chapter, weights.citation)

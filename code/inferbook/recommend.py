@@ -19,17 +19,15 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from . import (alternatives, checkpoints, parallelism, rules, sglang_rules, sizing, validate,
-               vllm_memory)
-from .commands import (
-    NodeCommand, check_command, engine_args, format_command, node_commands,
-)
+from . import (alternatives, checkpoints, parallelism, rules, sglang_rules, sizing,
+               speculation_rules, validate, vllm_memory)
+from .commands import NodeCommand, check_command, format_command, node_commands
 from .arith import ceil_div
 from .capacity import decide_capacity
 from .decision import Decision
 from .hardware import GPU, gpu as gpu_preset
 from .models import ModelSpec, as_spec
-from .rules import Speculation, choose_draft_length, spec_schedule  # noqa: F401 (public API)
+from .speculation_rules import Speculation
 
 WORKLOAD_KINDS = ("chat", "agent", "rag", "batch")
 PRIORITIES = ("latency", "throughput")
@@ -275,13 +273,13 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         return Refusal(spec.name, g.name, n, w, context.reason,
                        tuple(context.extra["suggestions"]), rules.CH_SIZING)
     req = rules.PlanRequest(n, rules.kv_dtype_for(spec, g, w.fp8_kv_quality_checked),
-                            w.effective_priority, w.concurrency, util)
-    weights = _decide_weights(spec, g, w, req)
+                            w.effective_priority, w.concurrency, util,
+                            speculation_rules.draft_for(spec, w.kind, w.effective_priority, w.draft_model))
+    weights = _decide_weights(spec, g, w, req, served_model is not None)
     if weights.value is None:
         return _refuse_memory(spec, g, n, w, weights)
     if weights.value["quantization"] == "awq" and served_model is None:
         return _refuse_awq(spec, g, n, w)
-    served = served_model or weights.value["served_repo"] or served
     capacity = _capacity(spec, g, w, weights.value["weight_dtype"], req.kv_dtype, request_rate,
                          ttft_p90_s, tpot_p90_s)
     parallel = _decide_parallelism(spec, g, w, req, weights, capacity)
@@ -289,11 +287,20 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
         return Refusal(spec.name, g.name, n, w, parallel.reason,
                        ("more GPUs", "a lower request rate or looser p90 targets"),
                        rules.CH_SERVING)
+    weights = parallelism.settle_format(weights, parallel)   # FP8 ranked beside 16-bit
+    served = served_model or weights.value["served_repo"] or served
     lay, tokens, prefix = parallel.value["layout"], w.sizing_tokens, w.shared_prefix_tokens
     max_seqs = lay.batching.value["max_num_seqs"]
-    speculation = rules.decide_speculation(
+    speculation = speculation_rules.decide_speculation(
         spec, g, w.kind, req.priority, lay.weight_dtype, w.draft_model, w.acceptance_rate,
         max_seqs, lay.dp, running_batch=min(max_seqs, lay.sequences(spec, tokens, prefix)))
+    if lay.draft is not None and speculation.value is None:   # off after all: no draft loaded
+        lay = rules.layout(spec, g, lay.tp, lay.pp, lay.weight_dtype,
+                           replace(req, draft=None, concurrency=None if req.concurrency is None
+                                   else max_seqs * lay.dp), lay.ep)
+        parallel = replace(parallel, value=dict(parallel.value, layout=lay))
+    elif lay.draft is not None:
+        speculation = replace(speculation, reason=speculation.reason + _draft_note(spec, lay))
     decisions = (
         ("weights", weights), ("parallelism", parallel),
         ("kv cache", rules.decide_kv_cache(spec, g, lay, w.context_tokens, tokens, prefix,
@@ -324,13 +331,18 @@ def _arguments(served_model, gpu_memory_utilization, base_model) -> float:
     return util
 
 
-def _decide_weights(spec, g, w, req) -> Decision:
+def _decide_weights(spec, g, w, req, served_given: bool) -> Decision:
     """Return the weight decision, taken at vLLM's default cap: a large requested concurrency
-    is a queue, never a reason to quantize the weights (capped later to what the KV holds)."""
+    is a queue, never a reason to quantize the weights (capped later to what the KV holds).
+    A repository the user names is served in its own format: no FP8 checkpoint beside it."""
     default_seqs = rules.decide_batching(g, req.priority, None).value["max_num_seqs"]
     wreq = replace(req, concurrency=None if w.concurrency is None
                    else min(w.concurrency, req.n_gpus * default_seqs))
-    return rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
+    d = rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
+    if served_given and d.value is not None and "fp8_repo" in d.extra:
+        own = [x for x in d.value["layouts"] if x.weight_dtype == d.value["weight_dtype"]]
+        d = replace(d, value=dict(d.value, layouts=own), extra={})
+    return d
 
 
 def _decide_parallelism(spec, g, w, req, weights, capacity) -> Decision:
@@ -340,7 +352,7 @@ def _decide_parallelism(spec, g, w, req, weights, capacity) -> Decision:
     wdtype, tokens, prefix = weights.value["weight_dtype"], w.sizing_tokens, w.shared_prefix_tokens
     if capacity:
         return _capacity_parallelism(spec, g, w, req, wdtype, capacity)
-    layouts = [lay for lay in (rules.layout(spec, g, x.tp, x.pp, wdtype, req, x.ep)
+    layouts = [lay for lay in (rules.layout(spec, g, x.tp, x.pp, x.weight_dtype, req, x.ep)
                                for x in weights.value["layouts"])
                if lay.sequences(spec, w.context_tokens) >= 1] or weights.value["layouts"]
     parallel = parallelism.decide_parallelism(spec, g, layouts, tokens, prefix, req,
@@ -351,7 +363,7 @@ def _decide_parallelism(spec, g, w, req, weights, capacity) -> Decision:
         if w.concurrency is None or lay.batching.value["max_num_seqs"] == held or (
                 lay.batching.value["max_num_seqs"] < held and held * lay.dp >= w.concurrency):
             break
-        lay = rules.layout(spec, g, lay.tp, lay.pp, wdtype,
+        lay = rules.layout(spec, g, lay.tp, lay.pp, lay.weight_dtype,
                            replace(req, concurrency=min(held * lay.dp, w.concurrency)), lay.ep)
         held = lay.sequences(spec, tokens, prefix)
         parallel = replace(parallel, value=dict(parallel.value, layout=lay), extra={
@@ -361,6 +373,16 @@ def _decide_parallelism(spec, g, w, req, weights, capacity) -> Decision:
                        f"{max(held, 1)} per replica (a larger cap only adds sampler buffers): "
                        "more GPUs, or an fp8 KV cache after a quality check, would hold more"})
     return parallel
+
+
+def _draft_note(spec, lay) -> str:
+    """Return what the draft adds to every GPU's budget, for the speculation decision."""
+    d = lay.draft
+    per_gpu = d.bytes_per_gpu(lay.tp, lay.ep, sizing.get_dtype(lay.weight_dtype).bits / 8)
+    layers = -(-spec.num_hidden_layers // lay.pp)
+    return (f"; the draft ({d.what}) is in vLLM's budget: {per_gpu / 1e9:.2f} GB of weights per "
+            f"GPU, and its KV beside the model's ({layers} + {d.kv_layers} attention layers per "
+            "token), which vLLM pages together")
 
 
 def _workload(workload) -> Workload:
@@ -438,7 +460,8 @@ def _assemble(spec, g, n, w, util, served, decisions, capacity, context) -> Plan
                         f"{batch} running requests run without a full graph")
     alts = alternatives.alternatives(spec, g, n, w, lay, d["kv cache"].value, throughput,
                                      par.get("rates", ()))
-    sglang = _sglang_decision(spec, g, w, lay, d, caps)
+    sglang = sglang_rules.decide_sglang(spec, g, w, lay, d["weights"].value["quantization"],
+                                        caps)
     if sglang.value is None:
         warnings.append(f"no SGLang command: {sglang.reason}")
     plan = Plan(
@@ -506,45 +529,6 @@ def _fleet_warnings(spec, w, lay, n, held_per_replica) -> list[str]:
     return out
 
 
-def _sglang_decision(spec, g, w, lay, d, caps) -> Decision:
-    """Return SGLang's memory split for this plan (value: `SglangMemory`), or None with why
-    SGLang 0.5.23 cannot run it (fp8 below sm80, or its static memory holds no request)."""
-    sm = rules.sm(g)
-    q = d["weights"].value["quantization"]
-    for what, used in (("weights", lay.weight_dtype == "fp8" and q is not None),
-                       ("KV cache", lay.kv_dtype == "fp8")):
-        refusal = sglang_rules.fp8_refusal(sm, what) if used else None
-        if refusal:
-            return Decision(None, refusal, rules.CH_SIZING, f"{sglang_rules.WHEEL}: "
-                            "srt/layers/quantization/fp8.py:339")
-    mem = sglang_rules.mem_fraction_static(
-        lay.budget.gpu_bytes / sglang_rules.MiB, tp=max(lay.tp, lay.ep), pp=lay.pp,
-        chunked_prefill_size=caps["max_num_batched_tokens"],
-        max_running_requests=caps["max_num_seqs"], mla=spec.is_mla)
-    pool = mem.static_bytes - lay.budget.weight_bytes
-    need = lay.kv_bytes(spec, w.context_tokens)
-    why = (f"--mem-fraction-static {mem.mem_fraction_static:.3f} is SGLang 0.5.23's own rule: it "
-           f"reserves {mem.reserved_mib / 1024:.1f} GiB of {mem.gpu_mem_mib / 1024:.1f} GiB for "
-           f"activations ({mem.activation_mib / 1024:.1f} GiB at --chunked-prefill-size "
-           f"{mem.chunked_prefill_size}), parallelism ({mem.parallel_mib / 1024:.2f}) and CUDA "
-           f"graphs ({mem.graph_mib / 1024:.2f})"
-           + (", at least 10 GiB on GPUs over 60 GiB" if mem.floor_applied else "")
-           + f", leaving {pool / 1e9:.1f} GB per GPU for the KV pool after the weights")
-    cite = f"{sglang_rules.WHEEL}: srt/arg_groups/memory_hook.py:280-326"
-    if pool < need:
-        return Decision(None, f"SGLang's static memory ({mem.mem_fraction_static:.3f} of the GPU) "
-                        f"leaves {pool / 1e9:.1f} GB for the KV pool, less than one "
-                        f"{w.context_tokens:,}-token request ({need / 1e9:.1f} GB): {why}",
-                        rules.CH_SIZING, cite)
-    # SGLang sizes its decode CUDA graphs and request slots from --max-running-requests:
-    # never more than its own KV pool holds (srt/arg_groups/memory_hook.py)
-    held = max(1, int(pool // max(lay.kv_bytes(spec, w.sizing_tokens), 1)))
-    running = min(caps["max_num_seqs"], held)
-    why += (f"; --max-running-requests {running}: what that pool holds of {w.sizing_tokens:,}-"
-            "token requests" if running < caps["max_num_seqs"] else "")
-    return Decision(mem, why, rules.CH_SIZING, cite, extra={"max_running_requests": running})
-
-
 def _warnings(spec, g, w, lay, kv, speculation) -> list[str]:
     out = []
     if kv["sequences"] < rules.MIN_USEFUL_BATCH:
@@ -591,8 +575,7 @@ def _refuse_awq(spec, g, n, w) -> Refusal:
 
 
 __all__ = ["Workload", "Plan", "Refusal", "recommend", "resolve_gpus", "served_repo",
-           "check_command", "engine_args", "format_command", "choose_draft_length",
-           "spec_schedule", "Speculation", "WORKLOAD_KINDS", "PRIORITIES"]
+           "WORKLOAD_KINDS", "PRIORITIES"]
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ class Example:
 WORKED_EXAMPLES: tuple[Example, ...] = (
     Example("t4-7b-chat", "Qwen2.5-7B", "1xT4", Workload("chat", context_tokens=8192)),
     Example("llama70b-4xh100-32k", "Llama-3.1-70B", "4xH100",
-            Workload("chat", context_tokens=32768, typical_tokens=4096)),
+            Workload("chat", context_tokens=32768, typical_tokens=4096),
+            served_model="meta-llama/Llama-3.1-70B-Instruct"),   # the lesson's repository
     Example("agent-shared-prompt", "Qwen2.5-14B", "2xA100",
             Workload("agent", context_tokens=16384, typical_tokens=8192, concurrency=64,
                      shared_prefix_tokens=6000)),

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from . import attention_backends, checkpoints, roofline, sizing, vllm_memory
+from . import attention_backends, checkpoints, sizing, vllm_memory
 from .arith import ceil_div
 from .decision import Decision
 from .hardware import GPU
 from .models import ModelSpec
-from .speculation_math import expected_tokens_per_pass
 
 # Chapters that explain each rule (notebooks/ in the book).
 CH_KV = "01_kv_cache"
@@ -31,11 +30,6 @@ CH_SERVING = "09_serving_at_scale"
 WHEEL = "vllm 0.33.0"
 GPUS_PER_NODE = 8          # tensor parallelism stays inside one NVLink node
 CHECKPOINT_DTYPE = {"DeepSeek-V3": "fp8"}     # DeepSeek-V3 report: weights released in FP8
-MTP_LAYERS = {"DeepSeek-V3": 1}               # config.json num_nextn_predict_layers
-MTP_ACCEPTANCE = 0.85      # DeepSeek-V3 report, Sec. 5.4.3: 2nd-token acceptance 85-90 %
-ASSUMED_ACCEPTANCE = {"eagle3": 0.7, "ngram": 0.5}   # assumptions, not measurements
-SUFFIX_MAX_TREE_DEPTH = 24  # vLLM SpeculativeConfig.suffix_decoding_max_tree_depth default
-MAX_DRAFT_TOKENS = 8
 BLOCK_SIZE = sizing.DEFAULT_BLOCK_SIZE   # vLLM reserves whole KV blocks per request
 MIN_USEFUL_BATCH = 8       # below this many requests per replica, warn: decode wastes bandwidth
 # Speculative methods whose batch-size schedule vLLM's V1 runner keeps
@@ -140,20 +134,32 @@ class Layout:
     budget: vllm_memory.VllmBudget
     window_extra_tokens: int       # vLLM keeps in-flight tokens beside each window
     ep: int = 1
+    draft: checkpoints.DraftWeights | None = None   # its weights are in budget.weight_bytes
+
+    def _layers(self, spec: ModelSpec) -> int:
+        return ceil_div(spec.num_hidden_layers, self.pp)
 
     def sequences(self, spec: ModelSpec, tokens: int, shared_prefix: int = 0) -> int:
-        """Return how many requests of `tokens` tokens this layout's KV budget holds."""
+        """Return how many requests of `tokens` tokens this layout's KV budget holds (a draft's
+        attention layers take their share of every block: vLLM pages them with the target's)."""
+        budget = self.budget.kv_budget_bytes
+        if self.draft is not None and budget > 0:
+            budget = budget * self._layers(spec) // (self._layers(spec) + self.draft.kv_layers)
         return sizing.sequences_that_fit(
-            self.budget.kv_budget_bytes, spec, self.tp, tokens, self.kv_dtype,
+            budget, spec, self.tp, tokens, self.kv_dtype,
             shared_prefix_tokens=shared_prefix, pipeline_parallel=self.pp,
             window_extra_tokens=self.window_extra_tokens, block_size=BLOCK_SIZE)
 
     def kv_bytes(self, spec: ModelSpec, tokens: int, batch: int = 1) -> int:
-        """Return the KV bytes per GPU of `batch` requests of `tokens` tokens."""
-        return sizing.kv_bytes_per_gpu(spec, self.tp, tokens, batch, self.kv_dtype,
-                                       pipeline_parallel=self.pp,
-                                       window_extra_tokens=self.window_extra_tokens,
-                                       block_size=BLOCK_SIZE)
+        """Return the KV bytes per GPU of `batch` requests of `tokens` tokens (draft layers
+        included)."""
+        target = sizing.kv_bytes_per_gpu(spec, self.tp, tokens, batch, self.kv_dtype,
+                                         pipeline_parallel=self.pp,
+                                         window_extra_tokens=self.window_extra_tokens,
+                                         block_size=BLOCK_SIZE)
+        if self.draft is None:
+            return target
+        return ceil_div(target * (self._layers(spec) + self.draft.kv_layers), self._layers(spec))
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,7 @@ class PlanRequest:
     priority: str
     concurrency: int | None
     utilization: float
+    draft: checkpoints.DraftWeights | None = None   # a draft vLLM loads beside the model
 
 
 def expert_bytes(spec: ModelSpec, weight_dtype: str) -> int:
@@ -197,10 +204,14 @@ def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Pl
                    + vllm_memory.vllm_replicated_bytes(spec, 1))
         budget = replace(budget, weight_bytes=weights, runtime=replace(
             budget.runtime, non_torch_bytes=vllm_memory.vllm_non_torch_bytes(2)))
+    if req.draft is not None:   # the MTP layer / EAGLE-3 head, sharded like the model
+        budget = replace(budget, weight_bytes=budget.weight_bytes + req.draft.bytes_per_gpu(
+            tp, ep, sizing.get_dtype(weight_dtype).bits / 8))
     # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens, and
     # max_concurrent_batches = pp + 1 under Model Runner V2 with async scheduling (0.33's default)
     in_flight = caps["max_num_batched_tokens"] * max_concurrent_batches(pp, True)
-    return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight, ep)
+    return Layout(tp, pp, dp, weight_dtype, req.kv_dtype, batching, budget, in_flight, ep,
+                  req.draft)
 
 
 def max_concurrent_batches(pp: int, async_scheduling: bool, v2_runner: bool = True) -> int:
@@ -269,6 +280,14 @@ def weight_ladder(spec: ModelSpec, g: GPU,
     return ladder
 
 
+def published_fp8_rival(spec: ModelSpec, g: GPU, ladder) -> tuple | None:
+    """Return the ladder's published FP8 checkpoint (storage dtype, None, why) when it is worth
+    ranking beside 16-bit weights: native W8A8 FP8 kernels (sm89+: Ada, Hopper, Blackwell)."""
+    if sm(g) < 89 or sizing.get_dtype(ladder[0][0]).bits <= 8:
+        return None
+    return next((x for x in ladder[1:] if x[0] == "fp8" and x[1] is None), None)
+
+
 WEIGHT_CITATION = {
     "fp8_per_tensor": f"{WHEEL}: model_executor/layers/quantization/fp8.py:106-111 (fp8 refuses "
                       "online quantization), config/quantization.py:196 (fp8_per_tensor), "
@@ -311,6 +330,13 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
                         >= 1]
         if fitting:
             native = (wdtype, quant, why) == ladder[0]
+            rival = published_fp8_rival(spec, g, ladder) if native else None
+            if rival is not None:   # rank the published FP8 checkpoint beside the native one
+                fp8 = [lay for tp, pp, ep in layout_shapes(spec, n, max_tp, True)
+                       if (lay := layout(spec, g, tp, pp, "fp8", req, ep)).sequences(spec, ctx)
+                       >= 1]
+                # pipeline stages only where no single-node FP8 layout holds a request
+                fitting += [lay for lay in fp8 if lay.pp == 1] or fp8
             if not native:
                 where = f"at TP <= {max_tp} on PCIe GPUs " if pcie and max_tp < 8 else ""
                 why += (f"; the checkpoint's weights {where}leave no room for one {ctx:,}-token "
@@ -318,7 +344,8 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
             repo = None if native or quant else checkpoints.published(spec.name, wdtype)
             return Decision(dict(weight_dtype=wdtype, quantization=quant, served_repo=repo,
                                  layouts=fitting), why, CH_SIZING,
-                            WEIGHT_CITATION.get(quant, ""))
+                            WEIGHT_CITATION.get(quant, ""), extra={} if rival is None else {
+                                "fp8_repo": checkpoints.published(spec.name, "fp8")})
     wdtype = ladder[-1][0]
     tp, pp, ep = [s for s in layout_shapes(spec, n, GPUS_PER_NODE, True) if s[2] == 1][-1]
     lay = layout(spec, g, tp, pp, wdtype, req)
@@ -408,119 +435,6 @@ def decide_attention_backend(spec: ModelSpec, g: GPU, kv_dtype: str) -> Decision
                          sglang=sglang, hf=hf), vb.why, CH_TRITON,
                     f"{WHEEL}: platforms/cuda.py::_get_backend_priorities; sglang 0.5.23 "
                     "srt/arg_groups/model_override_base.py:277-335")
-
-
-def choose_draft_length(alpha: float, cost_ratio: float, k_max: int = MAX_DRAFT_TOKENS) -> int:
-    """Return the smallest k whose speedup E(alpha, k) / (1 + k * cost_ratio) is within 90 % of
-    the best k <= k_max (chapter 07's expected tokens per target pass)."""
-    speedups = [expected_tokens_per_pass(alpha, k) / (1 + k * cost_ratio)
-                for k in range(1, k_max + 1)]
-    best = max(speedups)
-    return next(k for k, s in enumerate(speedups, start=1) if s >= 0.9 * best)
-
-
-def spec_schedule(k: int, t_crit: float | None, max_seqs: int) -> tuple[tuple[int, int, int], ...]:
-    """Return vLLM's num_speculative_tokens_per_batch_size schedule: at running batch b use the
-    largest k' <= k with b * (k' + 1) <= t_crit (verification stays memory-bound, so nearly
-    free), and k' = 0 (off) once even one draft token would cross into compute-bound."""
-    if t_crit is None:
-        return ((1, max_seqs, k),)
-    rows: list[list[int]] = []
-    for b in range(1, max_seqs + 1):
-        kb = max(0, min(k, int(t_crit // b) - 1))
-        if rows and rows[-1][2] == kb:
-            rows[-1][1] = b
-        else:
-            rows.append([b, b, kb])
-    return tuple(tuple(r) for r in rows)
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """A speculative-decoding setting: method, draft length k, and k by running batch size."""
-
-    method: str                   # vLLM speculative_config "method"
-    num_tokens: int               # k at batch size 1 (suffix: the most it may draft)
-    acceptance: float | None
-    acceptance_source: str
-    schedule: tuple[tuple[int, int, int], ...]   # (batch from, batch to, k); empty: static k
-    draft_model: str | None = None
-
-
-def _draft_method(spec: ModelSpec, kind: str, draft_model: str | None):
-    """Return (method, acceptance, source, draft cost ratio, k_max) or None."""
-    if spec.name in MTP_LAYERS:
-        return ("mtp", MTP_ACCEPTANCE, "DeepSeek-V3 report: 85-90 % acceptance of the MTP token",
-                MTP_LAYERS[spec.name] / spec.num_hidden_layers, MTP_LAYERS[spec.name])
-    if draft_model is not None:
-        return ("eagle3", ASSUMED_ACCEPTANCE["eagle3"], "assumed", 1 / spec.num_hidden_layers,
-                MAX_DRAFT_TOKENS)
-    if kind == "agent":
-        return ("suffix", None, "decided per step by suffix-tree matches", 0.0,
-                SUFFIX_MAX_TREE_DEPTH)
-    if kind == "rag":
-        return ("ngram", ASSUMED_ACCEPTANCE["ngram"], "assumed", 0.0, MAX_DRAFT_TOKENS)
-    return None
-
-
-def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight_dtype: str,
-                       draft_model: str | None, acceptance_rate: float | None,
-                       max_num_seqs: int, dp: int, running_batch: int | None = None) -> Decision:
-    """Return value = a `Speculation` or None (off).
-
-    With data parallelism vLLM keeps one k for every batch size, so k is the book's schedule
-    read at one replica's running batch (`running_batch`: what its KV cache holds, at most
-    `max_num_seqs`), and speculation is off when that batch is past the compute-bound point.
-    """
-    found = _draft_method(spec, kind, draft_model)
-    if kind == "batch" or (priority == "throughput" and draft_model is None
-                           and (found is None or found[0] != "mtp")):
-        return Decision(None, "throughput workload: large batches already make decode "
-                        "compute-bound, so verifying drafts costs real FLOPs", CH_SPEC)
-    if found is None:
-        head = checkpoints.EAGLE3_HEADS.get(spec.chat_repo)
-        return Decision(None, "no draft: pass an EAGLE-3 head you validated (draft_model=...) "
-                        "to enable it" + (f"; {head} is a public EAGLE-3 head for "
-                                          f"{spec.chat_repo}" if head else ""), CH_SPEC)
-    method, alpha, src, cost, k_max = found
-    if acceptance_rate is not None and method != "suffix":
-        alpha, src, k_max = acceptance_rate, "measured (given)", MAX_DRAFT_TOKENS
-    if method == "suffix":
-        return Decision(Speculation(method, k_max, None, src, ()), (
-            f"suffix decoding (agent loops repeat earlier outputs): it drafts up to {k_max} "
-            "tokens from suffix trees over the prompt and past responses, as many as match; "
-            "needs the arctic-inference package"), CH_SPEC,
-            f"{WHEEL}: config/speculative.py::SpeculativeConfig._validate_suffix_decoding")
-    k = choose_draft_length(alpha, cost, k_max)
-    t_crit = roofline.critical_tokens(g, 2 * spec.n_active_params,
-                                      sizing.weight_bytes(spec, weight_dtype))
-    why = (f"expected {expected_tokens_per_pass(alpha, k):.2f} tokens per target pass at "
-           f"acceptance {alpha:g} ({src})")
-    schedule = spec_schedule(k, t_crit, max_num_seqs)
-    if dp > 1:
-        b = max(1, min(running_batch or max_num_seqs, max_num_seqs))
-        k_dp = next(r[2] for r in schedule if r[0] <= b <= r[1])
-        cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_data_parallel"
-        if k_dp == 0:
-            return Decision(None, (
-                f"off: with --data-parallel-size {dp} vLLM keeps one k for all batch sizes, and "
-                f"one replica's running batch ({b}) x (k + 1) is past the ~{t_crit:.0f}-token "
-                "compute-bound point even at k = 1"), CH_SPEC, cite)
-        k = k_dp
-        why = (f"expected {expected_tokens_per_pass(alpha, k):.2f} tokens per target pass at "
-               f"acceptance {alpha:g} ({src}); k = {k} is the schedule's value at one replica's "
-               f"running batch of {b}: with --data-parallel-size {dp} vLLM keeps one k for all "
-               "batch sizes (ranks could otherwise pick different k)")
-        schedule = ()
-    else:
-        off_at = next((r[0] for r in schedule if r[2] == 0), None)
-        why += (f"; k shrinks as the batch grows and is off from {off_at} running requests, "
-                f"where batch x (k+1) passes the ~{t_crit:.0f}-token compute-bound point"
-                if off_at else "; the batch never gets large enough to turn it off")
-        schedule = schedule if len(schedule) > 1 else ()
-        cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_v1"
-    return Decision(Speculation(method, k, alpha, src, schedule,
-                                draft_model if method == "eagle3" else None), why, CH_SPEC, cite)
 
 
 def decide_async_scheduling(method: str | None, pp: int) -> Decision:

@@ -6,7 +6,8 @@ reserves room for activations and CUDA graphs. SGLang derives it when the flag i
 `--gpu-memory-utilization` instead would leave SGLang no activation headroom. The line numbers
 are those of the pinned wheel (sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl); the quotes
 are in `data/sglang_rules.json` and re-checked against the wheel by the tests when
-`SGLANG_SRC` is set. No torch: the planner imports this.
+`SGLANG_SRC` is set. `decide_sglang` turns a plan's layout into SGLang's flags. No torch: the planner imports
+this.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from . import rules as _rules
+from .decision import Decision
 from .hardware import GPU
 from .hardware import gpu as _gpu
 
@@ -149,3 +152,73 @@ def fp8_refusal(sm: int, what: str) -> str | None:
         return None
     return (f"SGLang 0.5.23 runs fp8 {what} only from sm{need} (Fp8Config.get_min_capability, "
             f"srt/layers/quantization/fp8.py:339); this GPU is sm{sm}")
+
+
+def decide_sglang(spec, g, w, lay, quantization, caps) -> Decision:
+    """Return SGLang's memory split for plan layout `lay` at batching caps `caps` (value: `SglangMemory`), or None with why
+    SGLang 0.5.23 cannot run it (fp8 below sm80, or its static memory holds no request)."""
+    sm = _rules.sm(g)
+    q = quantization
+    for what, used in (("weights", lay.weight_dtype == "fp8" and q is not None),
+                       ("KV cache", lay.kv_dtype == "fp8")):
+        refusal = fp8_refusal(sm, what) if used else None
+        if refusal:
+            return Decision(None, refusal, _rules.CH_SIZING, f"{WHEEL}: "
+                            "srt/layers/quantization/fp8.py:339")
+    # --max-running-requests is global: SGLang gives each of the attn_dp_size attention-DP
+    # workers max(1, N // attn_dp_size) (srt/mem_cache/kv_cache_configurator.py), while the
+    # decode-graph reserve reads the global N (memory_hook.py:182-188, 357-399)
+    attn_dp = max(1, lay.ep)
+
+    def memory(running_global):
+        return mem_fraction_static(
+            lay.budget.gpu_bytes / MiB, tp=max(lay.tp, lay.ep), pp=lay.pp,
+            chunked_prefill_size=caps["max_num_batched_tokens"],
+            max_running_requests=running_global, mla=spec.is_mla, attn_dp_size=attn_dp)
+
+    def pool_of(mem):
+        return mem.static_bytes - lay.budget.weight_bytes
+
+    mem = memory(attn_dp)    # the smallest cap: one request per worker
+    pool = pool_of(mem)
+    need = lay.kv_bytes(spec, w.context_tokens)
+    cite = f"{WHEEL}: srt/arg_groups/memory_hook.py:280-326"
+    if pool < need:
+        return Decision(None, f"SGLang's static memory ({mem.mem_fraction_static:.3f} of the GPU) "
+                        f"leaves {pool / 1e9:.1f} GB for the KV pool, less than one "
+                        f"{w.context_tokens:,}-token request ({need / 1e9:.1f} GB): "
+                        + sglang_why(mem, pool), _rules.CH_SIZING, cite)
+    # SGLang sizes its decode CUDA graphs and request slots from --max-running-requests, and a
+    # larger cap reserves more graph memory (with attention DP, 3-4.5 MiB per batch size per
+    # worker): the largest per-worker cap whose own pool still holds that many requests
+    per_request = max(lay.kv_bytes(spec, w.sizing_tokens), 1)
+    lo, hi = 1, max(1, caps["max_num_seqs"])
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if pool_of(memory(mid * attn_dp)) >= mid * per_request else (lo, mid - 1)
+    per_worker = lo
+    running = per_worker * attn_dp
+    mem = memory(running)
+    pool = pool_of(mem)
+    why = sglang_why(mem, pool)
+    if attn_dp > 1:
+        why += (f"; --max-running-requests {running} is global: SGLang gives each of the "
+                f"{attn_dp} attention-DP workers {running} // {attn_dp} = {per_worker}"
+                + (f", what its pool holds of {w.sizing_tokens:,}-token requests next to the "
+                   "graph memory that cap reserves" if per_worker < caps["max_num_seqs"] else ""))
+        cite += "; srt/mem_cache/kv_cache_configurator.py:3128"
+    elif per_worker < caps["max_num_seqs"]:
+        why += (f"; --max-running-requests {running}: what that pool holds of "
+                f"{w.sizing_tokens:,}-token requests")
+    return Decision(mem, why, _rules.CH_SIZING, cite, extra={"max_running_requests": running,
+                                                           "per_worker": per_worker})
+
+
+def sglang_why(mem, pool) -> str:
+    return (f"--mem-fraction-static {mem.mem_fraction_static:.3f} is SGLang 0.5.23's own rule: it "
+            f"reserves {mem.reserved_mib / 1024:.1f} GiB of {mem.gpu_mem_mib / 1024:.1f} GiB for "
+            f"activations ({mem.activation_mib / 1024:.1f} GiB at --chunked-prefill-size "
+            f"{mem.chunked_prefill_size}), parallelism ({mem.parallel_mib / 1024:.2f}) and CUDA "
+            f"graphs ({mem.graph_mib / 1024:.2f})"
+            + (", at least 10 GiB on GPUs over 60 GiB" if mem.floor_applied else "")
+            + f", leaving {pool / 1e9:.1f} GB per GPU for the KV pool after the weights")

@@ -106,6 +106,8 @@ DTYPES: dict[str, DType] = {
                                        "group of 128 (symmetric, no zero point)"),
         DType("mxfp4", 4, 32, 1, note="OCP microscaling: 32 FP4 (e2m1) values + one e8m0 "
                                       "scale byte (gpt-oss stores its routed experts so)"),
+        DType("nvfp4", 4, 16, 1, note="NVIDIA NVFP4 (Blackwell): 16 FP4 (e2m1) values + one e4m3 "
+                                      "scale byte, 4.5 bits; the fp32 tensor scale not counted"),
     ]
 }
 
