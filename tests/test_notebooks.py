@@ -200,3 +200,80 @@ def test_generator_refuses_a_statement_the_solution_page_would_show():
     assert json.dumps(nb) == before, "generating an exercise changes nothing in the solution"
     title = "".join(exercise["cells"][0]["source"])
     assert title.startswith("# Exercise 1.1 — ") and "\n" not in title.strip(), title
+
+
+# ----------------------------------------------------------------------------------------------
+# Every chapter opens the same way: the title, the question it answers (no repository files or
+# paths in it), then what the reader can do after it, as 3-5 bullets.
+
+REPO_PATH = re.compile(r"[\w-]+\.(py|ipynb|json|md|yml|yaml|toml|cfg|txt|sh)\b"
+                       r"|\b(notebooks|outputs|tests|tools|code|book)/|\binferbook\b|`make \w+")
+
+
+def opening_problems(text: str) -> list[str]:
+    """What is wrong with a chapter's first markdown cell, `text` (empty: nothing)."""
+    blocks = [b.strip("\n") for b in re.split(r"\n\s*\n", text.strip())]
+    if len(blocks) < 4:
+        return [f"expected a title, the question, 'After this chapter you can' and its bullets; "
+                f"got {len(blocks)} paragraph(s)"]
+    title, question, can, bullets = blocks[:4]
+    problems = []
+    if not re.fullmatch(r"# \S.*", title):
+        problems.append(f"the first line must be the title alone ('# ...'), not {title[:60]!r}")
+    if not question.startswith("**The question.** "):
+        problems.append(f"the second paragraph must start '**The question.** ', not {question[:60]!r}")
+    named = sorted({m.group(0) for m in REPO_PATH.finditer(question)})
+    if named:
+        problems.append(f"the question names repository files or paths: {named}")
+    if can != "**After this chapter you can**":
+        problems.append(f"the third paragraph must be '**After this chapter you can**', not {can[:60]!r}")
+    items = re.split(r"\n(?=\* )", bullets)
+    if not bullets.startswith("* ") or not 3 <= len(items) <= 5:
+        problems.append(f"3-5 bullet items ('* ...;') must follow, found {len(items) if bullets.startswith('* ') else 0}")
+    elif not all(i.rstrip().endswith(";") for i in items[:-1]) or not items[-1].rstrip().endswith((";", ".")):
+        problems.append("each bullet item ends with ';' (the last with ';' or '.')")
+    return problems
+
+
+def test_opening_check_catches_each_mistake():
+    good = ("# Title\n\n**The question.** Why?\n\n**After this chapter you can**\n\n"
+            "* do a;\n* do b;\n* do c.\n\nContext, `code/inferbook/x.py`.")
+    assert opening_problems(good) == []
+    bad = {
+        "title": good.replace("# Title", "Title"),
+        "second paragraph": good.replace("**The question.** Why?", "Why?"),
+        "repository files": good.replace("Why?", "Why does `tools/x.py` exist?"),
+        "third paragraph": good.replace("**After this chapter you can**", "**You will**"),
+        "3-5 bullet": good.replace("* do c.", "").replace("* do b;\n", ""),
+        "ends with": good.replace("do a;", "do a"),
+    }
+    for what, text in bad.items():
+        assert any(what in p for p in opening_problems(text)), (what, opening_problems(text))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("0?_*.ipynb")), ids=rel)
+def test_chapter_opening(path):
+    first = json.loads(path.read_text())["cells"][0]
+    assert first["cell_type"] == "markdown", f"{rel(path)}: the first cell must be markdown"
+    problems = opening_problems("".join(first["source"]))
+    assert not problems, f"{rel(path)}: " + "; ".join(problems)
+
+
+# ----------------------------------------------------------------------------------------------
+# One calculator per idea: where a chapter has the static calculator ({kv-calculator},
+# {roofline-knob}), its ipywidget copy is for Colab and Jupyter only (tag remove-cell), and so is
+# any text about that widget.
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=rel)
+def test_widget_copy_of_a_static_calculator_is_left_out_of_the_book(path):
+    nb = json.loads(path.read_text())
+    if not any(re.search(r"```\{(kv-calculator|roofline-knob)\}", "".join(c["source"]))
+               for c in nb["cells"] if c["cell_type"] == "markdown"):
+        pytest.skip("no static calculator in this chapter")
+    shown = [c for c in nb["cells"] if "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+    widgets = [c["id"] for c in shown if c["cell_type"] == "code"
+               and re.search(r"^\s*(import ipywidgets|from ipywidgets)", "".join(c["source"]), re.M)]
+    assert not widgets, f"{rel(path)}: widget cells {widgets} shown beside the static calculator (tag remove-cell)"
+    told = [c["id"] for c in shown if c["cell_type"] == "markdown"
+            and re.search(r"\bthe widget\b|\bthis widget\b|needs a running kernel", "".join(c["source"]), re.I)]
+    assert not told, f"{rel(path)}: markdown cells {told} describe a widget the book leaves out"
