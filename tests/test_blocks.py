@@ -98,11 +98,11 @@ def test_bad_calls_are_refused_and_change_nothing(call, match):
     b = books()
     b.add_sequence("s")
     b.reserve("s", 5)
-    before = (dict((k, list(v)) for k, v in b._tables.items()), dict(b._lengths),
+    before = ({k: b.block_table(k) for k in b.sequences}, {k: b.num_tokens(k) for k in b.sequences},
               b.allocator.free_blocks(), list(b.allocator._ref), b.copies)
     with pytest.raises((TypeError, ValueError), match=match):
         call(b)
-    assert before == (dict((k, list(v)) for k, v in b._tables.items()), dict(b._lengths),
+    assert before == ({k: b.block_table(k) for k in b.sequences}, {k: b.num_tokens(k) for k in b.sequences},
                       b.allocator.free_blocks(), list(b.allocator._ref), b.copies)
 
 

@@ -182,3 +182,101 @@ def test_the_owner_check_sees_a_passed_on_name():
     assert passed_on("from inferbook.paged import blocks_for, PagedKVCache\n", "probe") == [
         "probe:1: blocks_for from paged"]
     assert passed_on("from .blocks import blocks_for\nfrom inferbook import paged\n", "probe") == []
+
+
+# Private names (`_name`) stay in their module. A test may reach into the module it mirrors
+# (tests/test_<module>.py); nothing else may, by import or by attribute. Known reaches that only
+# shrink (their files have other owners): tests/test_kernel_checks.py should read
+# `triton_flash.flash_forward_kernel` and a public tile helper; so should notebook 04.
+PRIVATE_REACH = {
+    "tests/test_kernel_checks.py": {"triton_flash._attend_kv_tiles",
+                                    "triton_flash._flash_forward_kernel"},
+    "notebooks/04_flash_attention_triton.ipynb": {"triton_flash._flash_forward_kernel",
+                                                  "triton_flash._attend_kv_tiles"},
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reaches(source: str, where: str) -> list[str]:
+    """Return 'where:line: module._name' for each private name of a package module that `source`
+    imports (`from inferbook.m import _x`, `from .m import _x`) or reads as an attribute of a
+    module it imported (`from inferbook import m` ... `m._x`), outside `where`'s own module."""
+    tree = ast.parse(source)
+    own = Path(where.split(" cell ")[0]).stem.removeprefix("test_")
+    aliases: dict[str, str] = {}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            if node.level == 1 and node.module:
+                module = parts[0]
+            elif node.level == 0 and parts[0] == "inferbook" and len(parts) > 1:
+                module = parts[1]
+            else:   # `from . import m` / `from inferbook import m`: a module alias
+                if (node.level == 1) or node.module == "inferbook":
+                    aliases.update({a.asname or a.name: a.name for a in node.names if a.name in DEFINED})
+                continue
+            if module in DEFINED and module != own:
+                found += [f"{where}:{node.lineno}: {module}.{a.name}" for a in node.names
+                          if _is_private(a.name)]
+        elif isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name.split(".")[1] for a in node.names
+                            if a.asname and a.name.startswith("inferbook.")})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in aliases and _is_private(node.attr)
+                and aliases[node.value.id] != own):
+            found.append(f"{where}:{node.lineno}: {aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def _whole_sources():
+    """Each file once: a notebook's code cells joined (a module imported in one cell is read in
+    another)."""
+    notebooks: dict[str, list[str]] = {}
+    for where, source in _sources():
+        path, _, _ = where.partition(" cell ")
+        if path.endswith(".ipynb"):
+            notebooks.setdefault(path, []).append(source)
+        else:
+            yield path, source
+    for path, cells in notebooks.items():
+        yield path, "\n".join(cells)
+
+
+def _parsed_reaches(source: str, where: str) -> list[str]:
+    try:
+        return private_reaches(source, where)
+    except SyntaxError:
+        return []
+
+
+def test_no_private_name_crosses_a_module():
+    found = []
+    for where, source in _whole_sources():
+        try:
+            hits = private_reaches(source, where)
+        except SyntaxError:   # a notebook with a cell written not to parse: cell by cell
+            hits = [h for w, src in _sources() if w.startswith(where + " cell ")
+                    for h in _parsed_reaches(src, w)]
+        known = PRIVATE_REACH.get(where, set())
+        found += [h for h in hits if h.split(": ", 1)[1] not in known]
+    assert not found, "private names used outside their module (make them public):\n" + "\n".join(found)
+
+
+def test_the_private_check_sees_imports_and_attributes():
+    probe = ("from inferbook.sizing import _fraction\nfrom inferbook import rules\n"
+             "from . import blocks as b\nx = rules._roofline_seconds\ny = b._tables\n"
+             "z = rules.__name__\nfrom inferbook.sizing import fraction\n")
+    assert private_reaches(probe, "code/inferbook/simulate.py") == [
+        "code/inferbook/simulate.py:1: sizing._fraction",
+        "code/inferbook/simulate.py:4: rules._roofline_seconds",
+        "code/inferbook/simulate.py:5: blocks._tables"]
+    # a test may reach into the module it mirrors, and only that one
+    assert private_reaches("from inferbook.fragmentation import _FirstFit\n",
+                           "tests/test_fragmentation.py") == []
+    assert private_reaches("from inferbook import blocks\nblocks._x\n", "tests/test_state.py") == [
+        "tests/test_state.py:2: blocks._x"]

@@ -42,7 +42,12 @@ import pytest  # noqa: E402
 import triton  # noqa: E402
 
 from inferbook import triton_aot as aot  # noqa: E402
-from inferbook.triton_launch import smem_estimate_bytes, smem_limit_bytes  # noqa: E402
+from inferbook.triton_launch import (  # noqa: E402
+    SMLimits,
+    occupancy,
+    smem_estimate_bytes,
+    smem_limit_bytes,
+)
 
 ARCHS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0)]
 HEAD_DIMS = [16, 32, 64, 128, 256]
@@ -111,7 +116,6 @@ def test_forward_table_is_what_the_compiler_reports(fp16_causal):
     """outputs/benchmarks/flash_forward_aot.json (chapter 4 reads it) against this compile."""
     import json
 
-    from inferbook.triton_launch import occupancy
 
     table = json.loads((ROOT / "outputs" / "benchmarks" / "flash_forward_aot.json").read_text())
     assert table["triton"] == triton.__version__, "recompile: python tests/bench/aot_flash_forward.py"
@@ -203,10 +207,10 @@ def test_paged_decode_fits_every_generation_and_matches_its_table(paged_decode_c
         threads = 32 * c.num_warps
         assert c.shared_bytes <= smem_limit_bytes(cc), what
         assert c.spill_bytes == 0, f"{what}: spills"
-        assert c.registers <= aot.MAX_REGISTERS_PER_THREAD, what
-        assert c.registers * threads <= aot.REGISTERS_PER_SM, what
+        assert c.registers <= SMLimits.max_registers_per_thread, what
+        assert c.registers * threads <= SMLimits.registers, what
         assert ("mma" in c.ptx) == (cc >= (8, 0)), what
-        resident = aot.occupancy(cc, c.registers, c.shared_bytes, c.num_warps)
+        resident = occupancy(cc, c.registers, c.shared_bytes, c.num_warps)
         assert resident["resident"] >= 1, what
         row = [r for r in table["rows"] if r["capability"] == f"sm{cc[0]}{cc[1]}"
                and (r["head_dim"], r["page"], r["group"], r["n_q"]) == (128, 16, 4, 1)]
@@ -220,6 +224,15 @@ def test_paged_decode_fits_every_generation_and_matches_its_table(paged_decode_c
 
 def test_occupancy_by_each_limit():
     # 128 registers x 128 threads: 4 blocks by registers; 48 KiB: 4 blocks in an A100's 164 KiB
-    by = aot.occupancy((8, 0), 128, 48 * 1024, 4)
+    by = occupancy((8, 0), 128, 48 * 1024, 4)
     assert by == dict(registers=4, shared=3, warps=16, blocks=32, resident=3)
-    assert aot.occupancy((7, 5), 32, 0, 8)["warps"] == 4       # a T4 holds 32 warps per SM
+    assert occupancy((7, 5), 32, 0, 8)["warps"] == 4       # a T4 holds 32 warps per SM
+
+
+def test_aot_reexports_nothing_from_triton_launch():
+    """Occupancy and the per-SM limits are imported from `triton_launch`, which owns them."""
+    for name in ("occupancy", "SM_LIMITS", "REGISTERS_PER_SM", "MAX_REGISTERS_PER_THREAD"):
+        assert not hasattr(aot, name), name
+    from inferbook import triton_flash
+
+    assert "flash_forward_kernel" in triton_flash.__all__

@@ -388,7 +388,9 @@ class FittedGPUModel:
         return CostModel.for_gpu(spec, gpu, tp, self.efficiency(), kv_dtype, weight_dtype)
 
 
-def _load_fitted(path: Path = _PUBLISHED_JSON) -> FittedGPUModel:
+def load_fitted(path: Path = _PUBLISHED_JSON) -> FittedGPUModel:
+    """Return the fitted GPU cost model stored at `path` (default: the committed fit); one with
+    no efficiencies (`eff` None, which `efficiency()` refuses) when the file is missing or bad."""
     try:
         data = json.loads(path.read_text())
         eff = Efficiency(**data["fitted_efficiency"])
@@ -400,7 +402,7 @@ def _load_fitted(path: Path = _PUBLISHED_JSON) -> FittedGPUModel:
                           str(path))
 
 
-FITTED = _load_fitted()
+FITTED = load_fitted()
 GPU_EFFICIENCY = FITTED.eff  # the fitted efficiencies (chapter 9's name for them)
 
 

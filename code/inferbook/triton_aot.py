@@ -7,7 +7,9 @@
   capability, page, group, n_q): the paged decode kernel of `inferbook.triton_paged_decode`.
 - `resource_usage(cubin)` -> registers per thread, stack, shared and local memory, by the
   `cuobjdump` Triton ships (ptxas puts register spills on the stack / in local memory).
-- `occupancy` (from `inferbook.triton_launch`) -> programs resident per SM.
+
+How many programs of a compile are resident per SM is `inferbook.triton_launch.occupancy`
+(no Triton): callers import it, and the per-SM limits, from there.
 """
 
 from __future__ import annotations
@@ -20,16 +22,12 @@ import torch
 import triton
 
 from . import triton_paged_decode
-from .triton_flash import INTERPRETED, _flash_forward_kernel
-from .triton_launch import SM_LIMITS, SMLimits, launch_config, occupancy, parse_capability
+from .triton_flash import INTERPRETED, flash_forward_kernel
+from .triton_launch import launch_config, parse_capability
 
 __all__ = ["CompiledForward", "compile_forward", "compile_forwards", "CompiledPagedDecode",
-           "compile_paged_decodes", "resource_usage", "occupancy", "SM_LIMITS"]
+           "compile_paged_decodes", "resource_usage"]
 
-# The per-SM limits and the occupancy rules live in `inferbook.triton_launch` (no Triton);
-# re-exported here beside the compiles whose registers and shared memory they judge.
-REGISTERS_PER_SM = SMLimits.registers
-MAX_REGISTERS_PER_THREAD = SMLimits.max_registers_per_thread
 
 
 def _signature(dtype: torch.dtype) -> dict[str, str]:
@@ -121,7 +119,7 @@ def _compile_one(head_dim, dtype, cc, causal, config) -> CompiledForward:
     constexprs = dict(CAUSAL=causal, BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=head_dim,
                       BLOCK_D=triton.next_power_of_2(head_dim),
                       DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32")
-    src = ASTSource(fn=_flash_forward_kernel, signature=sig, constexprs=constexprs,
+    src = ASTSource(fn=flash_forward_kernel, signature=sig, constexprs=constexprs,
                     attrs=aligned)
     kernel = triton.compile(src, target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
                             options=dict(num_warps=warps, num_stages=stages))

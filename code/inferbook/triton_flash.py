@@ -59,7 +59,7 @@ from . import validate
 from .masks import causal_flag, causal_mask
 from . import triton_launch as launch
 
-__all__ = ["flash_attention", "attention_naive", "kv_tile_schedule", "INTERPRETED", "LOG2E"]
+__all__ = ["flash_attention", "flash_forward_kernel", "attention_naive", "kv_tile_schedule", "INTERPRETED", "LOG2E"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634  # log2(e): the kernel works with exp2, as GPUs have a fast exp2
@@ -118,7 +118,7 @@ def _attend_kv_tiles(
 
 
 @triton.jit
-def _flash_forward_kernel(
+def flash_forward_kernel(
     Q, K, V, O, LSE,
     stride_qb, stride_qh, stride_qm,
     stride_kb, stride_kh, stride_kn,
@@ -185,6 +185,10 @@ def _flash_forward_kernel(
     tl.store(LSE + pid_bh * n_q + offs_m, lse, mask=m_ok)
 
 
+# The name chapter 4 and tests/test_kernel_checks.py still read; new code imports the public one.
+_flash_forward_kernel = flash_forward_kernel
+
+
 def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int,
                      causal: bool) -> tuple[int, int]:
     """Return (full_end, masked_end): the kernel's K/V range split for Q tile `pid_m`.
@@ -192,7 +196,7 @@ def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int
     Keys [0, full_end) are visible to every row of the tile (the unmasked loop); keys
     [full_end, masked_end) go through the masked loop (the causal diagonal and the ragged
     tail); keys from masked_end on are never loaded. The same integer arithmetic as
-    `_flash_forward_kernel`, in Python, for the chapter's figure and for the tests.
+    `flash_forward_kernel`, in Python, for the chapter's figure and for the tests.
     """
     n_q, n_kv = validate.positive_int("n_q", n_q), validate.positive_int("n_kv", n_kv)
     block_m, block_n = validate.positive_int("block_m", block_m), validate.positive_int("block_n", block_n)
@@ -245,7 +249,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 # The launch (the choices per GPU are in inferbook.triton_launch)
 # --------------------------------------------------------------------------------------
 def _autotuned_kernel(capability):
-    """Return `_flash_forward_kernel` under `triton.autotune` for one GPU generation (cached).
+    """Return `flash_forward_kernel` under `triton.autotune` for one GPU generation (cached).
 
     The configurations are every (BLOCK_M, BLOCK_N, warps, stages) `autotune_configs` may
     return; the pruner keeps those it returns for this head_dim and dtype, so only a few are
@@ -258,7 +262,7 @@ def _autotuned_kernel(capability):
                    for w in (4, 8) for s in (1, 2, 3, 4)]
         _AUTOTUNED[cc] = triton.autotune(
             configs, key=["n_q", "n_kv", "HEAD_DIM", "CAUSAL"],
-            prune_configs_by={"early_config_prune": launch.autotune_pruner(cc)})(_flash_forward_kernel)
+            prune_configs_by={"early_config_prune": launch.autotune_pruner(cc)})(flash_forward_kernel)
     return _AUTOTUNED[cc]
 
 
@@ -300,7 +304,7 @@ def _launch_forward(q, k, v, causal, scale, block_q, block_k):
             return triton.cdiv(plan.n_q, meta["BLOCK_M"]), batch * plan.heads
         _autotuned_kernel(capability)[grid](*args, **consts)
     else:
-        _flash_forward_kernel[plan.grid](*args, BLOCK_M=plan.block_m, BLOCK_N=bn, **consts,
+        flash_forward_kernel[plan.grid](*args, BLOCK_M=plan.block_m, BLOCK_N=bn, **consts,
                                          num_warps=warps, num_stages=stages)
     return o.to(out_dtype), lse
 
