@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vllm_ref import REF_DIR, run_vllm_script, vllm_python  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[1] / "outputs" / "benchmarks"
-RUNS = json.loads((BENCH / "vllm_serve_runs.json").read_text())["results"]
+RUNS_FILE = json.loads((BENCH / "vllm_serve_runs.json").read_text())
+RUNS = RUNS_FILE["results"]
 SHORT = json.loads((BENCH / "vllm_serve_short.json").read_text())["results"]
 SHORT_OPTIONS = json.loads((BENCH / "vllm_serve_short.json").read_text())["options"]
 
@@ -53,6 +54,37 @@ def reported_equals_recomputed(result: dict) -> list[str]:
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_every_figure_of_a_committed_run_is_recomputed_exactly(name):
     assert reported_equals_recomputed(RUNS[name]) == []
+
+
+def committed_slo() -> M.SLO:
+    slo_ms = RUNS_FILE["goodput_slo_ms"]
+    return M.SLO(**{k: v / 1000 for k, v in slo_ms.items()})  # vLLM: ms / 1000
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_goodput_equals_vllms_request_goodput(name):
+    """`vllm bench serve --goodput ttft:.. tpot:..` counted the requests meeting both limits."""
+    raw = RUNS[name]
+    assert raw["request_goodput"] is not None, "the sweep ran without --goodput"
+    assert M.goodput(M.from_vllm_bench(raw), committed_slo(), raw["duration"]) == raw["request_goodput"]
+
+
+def test_the_goodput_slo_separates_requests():
+    # a check that could not fail would be worthless: the SLO must pass some requests and fail
+    # others, in some run, on TTFT and on TPOT alike
+    slo = committed_slo()
+    per_run = [(M.good_requests(M.from_vllm_bench(r), slo), r["completed"]) for r in RUNS.values()]
+    assert any(0 < good < n for good, n in per_run)
+    ms = [m for r in RUNS.values() for m in M.from_vllm_bench(r)]
+    assert any(m.ttft > slo.ttft for m in ms) and any(m.tpot > slo.tpot for m in ms)
+    assert any(m.ttft <= slo.ttft and m.tpot <= slo.tpot for m in ms)
+
+
+def test_a_wrong_goodput_limit_is_caught():
+    raw = next(r for r in RUNS.values() if 0 < r["request_goodput"] < r["request_throughput"])
+    slo = committed_slo()
+    looser = M.SLO(ttft=slo.ttft * 10, tpot=slo.tpot * 10)
+    assert M.goodput(M.from_vllm_bench(raw), looser, raw["duration"]) != raw["request_goodput"]
 
 
 def test_the_committed_runs_cover_the_sweep():
@@ -143,6 +175,9 @@ def test_the_sweep_refuses_bad_options(tmp_path):
     assert "--rates" in one_line_error(done)
     done = run_sweep_cli(sys.executable, "--out", str(tmp_path), "--rates", "0")
     assert "positive" in one_line_error(done)
+    for bad in ("ttft:fast", "itl:5", "tpot:-1", "ttft"):
+        done = run_sweep_cli(sys.executable, "--out", str(tmp_path), "--goodput", bad)
+        assert "--goodput" in one_line_error(done), bad
 
 
 def test_the_sweep_on_a_busy_port_says_so(tmp_path):

@@ -2,7 +2,7 @@
 
     .venv-vllm/bin/python tools/vllm_ref/serve_sweep.py --out DIR [--rates 1,2,4] [--repeats 3]
         [--num-prompts 40] [--input-len 128] [--output-len 32] [--range-ratio 0] [--port 18300]
-        [--nice -15]
+        [--nice -15] [--goodput ttft:60,tpot:12]
     .venv-vllm/bin/python tools/vllm_ref/serve_sweep.py IN.json OUT.json   (tests/vllm_ref.py)
 
 Builds a random-weight GPT-2-shaped model (`save_pretrained`, seeded) with an offline word-level
@@ -10,8 +10,9 @@ tokenizer beside it (nothing is downloaded), starts `vllm serve` on 127.0.0.1 (o
 `--block-size 32 --enforce-eager --dtype float32`, prefix caching off: the random prompts share
 nothing and the simulator is not told their token ids), waits for /health, then runs
 `vllm bench serve --dataset-name random --save-result --save-detailed` in this process once per
-(repeat, rate), repeats outermost so that load drift reaches every rate alike. Seeds: repeat k
-uses `--seed k` (its own Poisson arrival trace and prompts).
+(repeat, rate) (with `--goodput`, vLLM's `--goodput` SLO in milliseconds too, so each saved
+result carries its `request_goodput`), repeats outermost so that load drift reaches every rate
+alike. Seeds: repeat k uses `--seed k` (its own Poisson arrival trace and prompts).
 
 Writes DIR/rate<r>_rep<k>.json (vLLM's own saved result: per-request start times, TTFTs, ITLs,
 latencies and its summary figures) and DIR/sweep.json (the configuration, the server's printed
@@ -62,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--nice", type=int, default=0,
                    help="scheduling priority (nice value) of the server's and the client's "
                         "sessions, e.g. -15 on a machine shared with other work (root, below 0)")
+    p.add_argument("--goodput", default="",
+                   help="an SLO for vLLM's --goodput, comma-separated KEY:MS pairs with KEY one of "
+                        "ttft, tpot, e2el (e.g. ttft:60,tpot:12)")
     a = p.parse_args(argv)
     try:
         a.rates = [float(r) for r in a.rates.split(",") if r.strip()]
@@ -76,9 +80,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         fail(f"--range-ratio must be in [0, 1), got {a.range_ratio}")
     if (a.input_len + a.output_len) * (1 + a.range_ratio) > MODEL["n_positions"]:
         fail(f"--input-len + --output-len must be ≤ {MODEL['n_positions']} (the model's context)")
+    a.goodput = parse_goodput(a.goodput)
     if not 1024 <= a.port <= 65535:
         fail(f"--port must be in 1024..65535, got {a.port}")
     return a
+
+
+def parse_goodput(text: str) -> dict[str, float]:
+    """Return `--goodput`'s "ttft:60,tpot:12" as {"ttft": 60.0, "tpot": 12.0} (milliseconds)."""
+    slo: dict[str, float] = {}
+    for pair in (x.strip() for x in text.split(",") if x.strip()):
+        key, _, value = pair.partition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = float("nan")
+        if key not in ("ttft", "tpot", "e2el") or not (ms > 0 and ms < float("inf")):
+            fail(f"--goodput must be KEY:MS pairs with KEY in ttft, tpot, e2el and MS > 0, "
+                 f"got {pair!r}")
+        slo[key] = ms
+    return slo
 
 
 def set_priority(pid: int, nice: int) -> bool:
@@ -181,6 +202,7 @@ def bench_point(model: Path, port: int, rate: float, seed: int, a, out: Path, na
         "--num-prompts", str(a.num_prompts), "--request-rate", f"{rate:g}", "--seed", str(seed),
         "--ignore-eos", "--temperature", "0", "--disable-tqdm",
         "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+        *(["--goodput", *(f"{k}:{v:g}" for k, v in a.goodput.items())] if a.goodput else []),
         "--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", name])
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -246,7 +268,7 @@ def sweep_points(a, niced: int) -> dict:
     import shim as _s
     sweep = dict(model=MODEL, server=SERVER, prefix_caching=False, chunked_prefill=True,
                  num_prompts=a.num_prompts, input_len=a.input_len, output_len=a.output_len,
-                 range_ratio=a.range_ratio,
+                 range_ratio=a.range_ratio, goodput_slo_ms=a.goodput,
                  rates=a.rates, repeats=a.repeats, vllm=_s.vllm_version(),
                  kv_cache_tokens=kv_cache_tokens(out / "server.log"), server_startup_s=startup_s,
                  total_wall_s=time.perf_counter() - t0, points=points,
@@ -260,7 +282,7 @@ def sweep_points(a, niced: int) -> dict:
 def payload_main(given: Path, answer: Path) -> None:
     """`tests/vllm_ref.py`'s convention: options in IN.json, the sweep and every point's saved
     vLLM result in OUT.json. Options: out, rates (a list), repeats, num_prompts, input_len,
-    output_len, range_ratio, port, nice."""
+    output_len, range_ratio, port, nice, goodput (a dict of milliseconds, or "ttft:60,...")."""
     try:
         opts = json.loads(given.read_text())
     except (OSError, ValueError) as e:
@@ -271,6 +293,8 @@ def payload_main(given: Path, answer: Path) -> None:
     for key, value in opts.items():
         if key == "rates":
             value = ",".join(f"{r:g}" for r in value)
+        if key == "goodput" and isinstance(value, dict):
+            value = ",".join(f"{k}:{v:g}" for k, v in value.items())
         argv += [f"--{key.replace('_', '-')}", str(value)]
     sweep = main(argv)
     out = Path(opts["out"]).resolve()
