@@ -653,3 +653,22 @@ def test_fp8_is_ranked_only_where_it_runs_natively_and_not_over_a_named_repo():
     assert {r.layout.weight_dtype for r in free.decision("parallelism").value["rates"]} == {
         "bf16", "fp8"}
     assert "ranked beside" in free.decision("weights").reason
+
+
+def test_nvfp4_is_ranked_on_blackwell_only():
+    """NVIDIA's published NVFP4 405B runs on FP4 tensor cores (sm100): on 8x B200 it is rated
+    beside bf16 and FP8, sized at 4.5 bits per weight; on H100s it is not offered."""
+    b200 = recommend("Llama-3.1-405B", "8xB200", Workload("chat"))
+    formats = {r.layout.weight_dtype for r in b200.decision("parallelism").value["rates"]}
+    assert "nvfp4" in formats and "fp8" in formats
+    if b200.weight_dtype == "nvfp4":
+        assert b200.served_model == "nvidia/Llama-3.1-405B-Instruct-FP4"
+        assert "--quantization" not in b200.vllm_argv
+        lay = b200.decision("parallelism").value["layout"]
+        assert lay.budget.weight_bytes >= sizing.weight_bytes(model("Llama-3.1-405B"),
+                                                              "nvfp4") // 8
+    h100 = recommend("Llama-3.1-405B", "16xH100", Workload("chat"))
+    assert "nvfp4" not in {r.layout.weight_dtype
+                           for r in h100.decision("parallelism").value["rates"]}
+    assert sizing.weight_bytes(model("Llama-3.1-405B"), "nvfp4") < sizing.weight_bytes(
+        model("Llama-3.1-405B"), "fp8")

@@ -19,13 +19,16 @@ from .models import param_count
 CH_SERVING = "09_serving_at_scale"
 
 # Pre-quantized chat checkpoints people deploy, per model preset and storage format
-# ("fp8": W8A8 FP8, read natively on sm89+; "int4": AWQ 4-bit, run by vLLM's Marlin kernels).
+# ("fp8": W8A8 FP8, read natively on sm89+; "nvfp4": NVIDIA's ModelOpt NVFP4, FP4 tensor cores
+# on sm100 (listed in https://github.com/NVIDIA/TensorRT-Model-Optimizer README); "int4": AWQ
+# 4-bit, run by vLLM's Marlin kernels).
 PUBLISHED = {
     "Llama-3.1-8B": {"fp8": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
                      "int4": "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"},
     "Llama-3.1-70B": {"fp8": "RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8",
                       "int4": "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4"},
-    "Llama-3.1-405B": {"fp8": "nvidia/Llama-3.1-405B-Instruct-FP8"},
+    "Llama-3.1-405B": {"fp8": "nvidia/Llama-3.1-405B-Instruct-FP8",
+                       "nvfp4": "nvidia/Llama-3.1-405B-Instruct-FP4"},
     "Qwen2.5-7B": {"int4": "Qwen/Qwen2.5-7B-Instruct-AWQ"},
     "Qwen2.5-14B": {"int4": "Qwen/Qwen2.5-14B-Instruct-AWQ"},
     "Qwen2.5-72B": {"int4": "Qwen/Qwen2.5-72B-Instruct-AWQ"},
@@ -145,7 +148,8 @@ def parsers(*names: str) -> Parsers | None:
 
 
 def published(model_name: str, fmt: str) -> str | None:
-    """Return the published `fmt` ("fp8" or "int4") checkpoint of a model preset, or None."""
+    """Return the published `fmt` ("fp8", "nvfp4" or "int4") checkpoint of a model preset, or
+    None."""
     return PUBLISHED.get(model_name, {}).get(fmt)
 
 

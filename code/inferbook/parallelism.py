@@ -274,26 +274,33 @@ def decide_parallelism(spec: ModelSpec, g: GPU, layouts: list[Layout], tokens: i
 
 def settle_format(weights: Decision, parallel: Decision) -> Decision:
     """Return the weight decision for the format of the layout `parallel` chose: where
-    `rules.decide_weights` ranked a published FP8 checkpoint beside the 16-bit weights, the
-    plan says which won, by how much, and why."""
+    `rules.decide_weights` ranked published FP8 / NVFP4 checkpoints beside the 16-bit weights,
+    the plan says which won, by how much, and why."""
     rates, chosen = parallel.value.get("rates", ()), parallel.value["layout"]
     formats = {r.layout.weight_dtype for r in rates}
     if len(formats) < 2:
         return weights
     best = {f: max((r for r in rates if r.layout.weight_dtype == f), key=lambda r: r.tokens_per_s)
             for f in formats}
-    won, lost = chosen.weight_dtype, next(f for f in formats if f != chosen.weight_dtype)
-    w, other = best[won], best[lost]
+    won = chosen.weight_dtype
+    lost = max((f for f in formats if f != won), key=lambda f: best[f].tokens_per_s)
+    w = next((r for r in rates if r.layout == chosen), best[won])
+    other = best[lost]
     compare = (f"{won} {describe(w.layout)} estimates {w.tokens_per_s:,.0f} tokens/s against "
                f"{lost} {describe(other.layout)} at {other.tokens_per_s:,.0f}")
+    rivals = weights.extra.get("rivals", {})
     if won == weights.value["weight_dtype"]:
+        names = " and ".join(f"{f.upper()} ({repo})" for f, repo in rivals.items())
         return replace(weights, reason=weights.reason + (
-            f"; the published FP8 checkpoint was ranked beside them and lost: {compare}"))
-    repo = weights.extra["fp8_repo"]
-    why = (f"the published FP8 checkpoint {repo} (W8A8 FP8 kernels), ranked beside the "
-           f"checkpoint's {lost} weights: {compare}. FP8 halves the bytes every decode step "
-           "reads and the memory the weights take, which leaves more KV room"
-           + (" and fits without pipeline stages" if other.layout.pp > w.layout.pp else "")
+            f"; the published {names} checkpoint(s) were ranked beside them and lost: {compare}"))
+    repo, native = rivals[won], weights.value["weight_dtype"]
+    kernels = "W8A8 FP8 kernels" if won == "fp8" else "FP4 tensor cores, 4.5 bits per weight"
+    fits = other.layout.pp > w.layout.pp
+    why = (f"the published {won.upper()} checkpoint {repo} ({kernels}), ranked beside the "
+           f"checkpoint's {native} weights and the other published formats: {compare}. Fewer "
+           "bits halve (or more) the bytes every decode step reads and the memory the weights "
+           "take, which leaves more KV room" + (" and fits without pipeline stages" if fits
+                                                 else "")
            + "; a checkpoint published for serving (nothing is quantized at start-up), but "
            "check quality on your task before serving")
     layouts = [lay for lay in weights.value["layouts"] if lay.weight_dtype == won]

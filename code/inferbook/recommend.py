@@ -339,7 +339,7 @@ def _decide_weights(spec, g, w, req, served_given: bool) -> Decision:
     wreq = replace(req, concurrency=None if w.concurrency is None
                    else min(w.concurrency, req.n_gpus * default_seqs))
     d = rules.decide_weights(spec, g, w.context_tokens, wreq, w.allow_quantization)
-    if served_given and d.value is not None and "fp8_repo" in d.extra:
+    if served_given and d.value is not None and "rivals" in d.extra:
         own = [x for x in d.value["layouts"] if x.weight_dtype == d.value["weight_dtype"]]
         d = replace(d, value=dict(d.value, layouts=own), extra={})
     return d

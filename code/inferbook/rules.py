@@ -272,6 +272,10 @@ def weight_ladder(spec: ModelSpec, g: GPU,
             ladder.append(("fp8", "fp8_per_tensor", f"online FP8 quantization of the linear "
                            f"layers ({how}; vLLM 0.33 calls it fp8_per_tensor: plain fp8 no "
                            "longer quantizes online)"))
+    nvfp4 = checkpoints.published(spec.name, "nvfp4")
+    if nvfp4 and sm(g) >= 100 and sizing.get_dtype(native).bits > 4:
+        ladder.append(("nvfp4", None, f"the published NVFP4 checkpoint {nvfp4} (FP4 tensor "
+                                      f"cores on sm{sm(g)}; 4.5 bits per weight)"))
     if sizing.get_dtype(native).bits > 4:
         repo = checkpoints.published(spec.name, "int4")
         ladder.append(("int4", None if repo else "awq",
@@ -280,12 +284,17 @@ def weight_ladder(spec: ModelSpec, g: GPU,
     return ladder
 
 
-def published_fp8_rival(spec: ModelSpec, g: GPU, ladder) -> tuple | None:
-    """Return the ladder's published FP8 checkpoint (storage dtype, None, why) when it is worth
-    ranking beside 16-bit weights: native W8A8 FP8 kernels (sm89+: Ada, Hopper, Blackwell)."""
-    if sm(g) < 89 or sizing.get_dtype(ladder[0][0]).bits <= 8:
-        return None
-    return next((x for x in ladder[1:] if x[0] == "fp8" and x[1] is None), None)
+RANKED_FORMATS = {"fp8": 89, "nvfp4": 100}   # published formats with native kernels from smXX
+
+
+def published_rivals(spec: ModelSpec, g: GPU, ladder) -> dict[str, str]:
+    """Return {format: repository} of the published checkpoints worth ranking beside 16-bit
+    weights: FP8 where W8A8 FP8 kernels run (sm89+: Ada, Hopper, Blackwell), NVFP4 where FP4
+    tensor cores do (sm100+)."""
+    if sizing.get_dtype(ladder[0][0]).bits <= 8:
+        return {}
+    return {x[0]: checkpoints.published(spec.name, x[0]) for x in ladder[1:]
+            if x[0] in RANKED_FORMATS and x[1] is None and sm(g) >= RANKED_FORMATS[x[0]]}
 
 
 WEIGHT_CITATION = {
@@ -330,13 +339,13 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
                         >= 1]
         if fitting:
             native = (wdtype, quant, why) == ladder[0]
-            rival = published_fp8_rival(spec, g, ladder) if native else None
-            if rival is not None:   # rank the published FP8 checkpoint beside the native one
-                fp8 = [lay for tp, pp, ep in layout_shapes(spec, n, max_tp, True)
-                       if (lay := layout(spec, g, tp, pp, "fp8", req, ep)).sequences(spec, ctx)
-                       >= 1]
-                # pipeline stages only where no single-node FP8 layout holds a request
-                fitting += [lay for lay in fp8 if lay.pp == 1] or fp8
+            rivals = published_rivals(spec, g, ladder) if native else {}
+            for fmt in rivals:   # rank published FP8 / NVFP4 checkpoints beside the native one
+                more = [lay for tp, pp, ep in layout_shapes(spec, n, max_tp, True)
+                        if (lay := layout(spec, g, tp, pp, fmt, req, ep)).sequences(spec, ctx)
+                        >= 1]
+                # pipeline stages only where no single-node layout of that format holds one
+                fitting += [lay for lay in more if lay.pp == 1] or more
             if not native:
                 where = f"at TP <= {max_tp} on PCIe GPUs " if pcie and max_tp < 8 else ""
                 why += (f"; the checkpoint's weights {where}leave no room for one {ctx:,}-token "
@@ -344,8 +353,8 @@ def decide_weights(spec: ModelSpec, g: GPU, ctx: int, req: PlanRequest,
             repo = None if native or quant else checkpoints.published(spec.name, wdtype)
             return Decision(dict(weight_dtype=wdtype, quantization=quant, served_repo=repo,
                                  layouts=fitting), why, CH_SIZING,
-                            WEIGHT_CITATION.get(quant, ""), extra={} if rival is None else {
-                                "fp8_repo": checkpoints.published(spec.name, "fp8")})
+                            WEIGHT_CITATION.get(quant, ""),
+                            extra={"rivals": rivals} if rivals else {})
     wdtype = ladder[-1][0]
     tp, pp, ep = [s for s in layout_shapes(spec, n, GPUS_PER_NODE, True) if s[2] == 1][-1]
     lay = layout(spec, g, tp, pp, wdtype, req)
