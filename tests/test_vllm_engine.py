@@ -71,3 +71,21 @@ def test_the_committed_json_records_these_tokens(result):
         for key in ("tokens_digest", "prompt_lengths", "identical_requests", "shape"):
             assert saved[key] == model[key], (f"{COMMITTED.name} is stale ({kind}: {key}); run "
                                               f"python tests/bench/bench_vllm_engine.py")
+
+
+def test_the_throughput_json_records_both_workloads_as_measured():
+    """The top-level figures are the small model's (chapter 6 reads them); "gpt2_small" is the
+    issue's workload, GPT-2 small with 64 new tokens; each ratio is what its rounds give."""
+    import statistics
+
+    t = json.loads((bench.OUT / "vllm_engine_throughput.json").read_text())
+    assert t["workload"]["new_tokens"] == bench.THROUGHPUT["new_tokens"] == 32
+    assert "3,814,912 parameters" in t["model"]
+    g = t["gpt2_small"]
+    assert g["workload"] == {k: (list(v) if isinstance(v, tuple) else v) for k, v in bench.GPT2_SMALL.items()}
+    assert g["workload"]["new_tokens"] == 64 and "124,439,808 parameters" in g["model"]
+    for r in (t, g):
+        per_round = [v / b for v, b in zip(r["cpu_seconds"]["vllm"], r["cpu_seconds"]["book_engine"])]
+        assert r["book_over_vllm_per_round"] == pytest.approx(per_round)
+        assert r["book_over_vllm_median"] == pytest.approx(statistics.median(per_round))
+        assert r["alternated"] and len(per_round) == r["repeats"]
