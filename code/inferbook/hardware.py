@@ -1,4 +1,5 @@
-"""GPU presets: memory, bandwidth, peak tensor throughput and compute capability, each cited.
+"""GPU presets: memory, bandwidth, peak tensor throughput, exponential (special-function unit)
+throughput and compute capability, each cited.
 
 Numbers are the vendor's datasheet figures for dense (non-sparse) FP16/BF16 tensor-core math
 with FP32 accumulation. `cite` is the key of the source in `book/references.bib`.
