@@ -672,3 +672,16 @@ def test_nvfp4_is_ranked_on_blackwell_only():
                            for r in h100.decision("parallelism").value["rates"]}
     assert sizing.weight_bytes(model("Llama-3.1-405B"), "nvfp4") < sizing.weight_bytes(
         model("Llama-3.1-405B"), "fp8")
+
+
+def test_mtp_depth_follows_the_engine_guides():
+    """DeepSeek-V3's one MTP module drafts one token, as vLLM's MTP guide starts and SGLang's
+    DeepSeek settings run it (steps 1, top-k 1, two draft tokens)."""
+    p = recommend("DeepSeek-V3", "8xH200", Workload("chat"))
+    assert p.speculation.method == "mtp" and p.speculation.num_tokens == 1
+    cfg = json.loads(p.vllm_argv[p.vllm_argv.index("--speculative-config") + 1])
+    assert cfg == {"method": "mtp", "num_speculative_tokens": 1}
+    argv = list(p.sglang_argv)
+    assert [argv[argv.index(f) + 1] for f in ("--speculative-num-steps", "--speculative-eagle-topk",
+                                              "--speculative-num-draft-tokens")] == ["1", "1", "2"]
+    assert "MTP depth 1" in p.decision("speculative decoding").reason

@@ -145,5 +145,10 @@ def decide_speculation(spec: ModelSpec, g: GPU, kind: str, priority: str, weight
                 if off_at else "; the batch never gets large enough to turn it off")
         schedule = schedule if len(schedule) > 1 else ()
         cite = f"{WHEEL}: config/vllm.py::VllmConfig._maybe_disable_dynamic_sd_for_v1"
+    if method == "mtp" and k == 1:   # the engines' guides start at the model's own depth
+        why += ("; MTP depth 1 as vLLM's MTP guide starts ('a small value like 1 is a good "
+                "default', docs.vllm.ai features/speculative_decoding/mtp) and SGLang runs it "
+                "(--speculative-num-steps 1 --speculative-eagle-topk 1 "
+                "--speculative-num-draft-tokens 2)")
     return Decision(Speculation(method, k, alpha, src, schedule,
                                 draft_model if method == "eagle3" else None), why, CH_SPEC, cite)
