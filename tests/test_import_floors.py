@@ -193,6 +193,9 @@ PRIVATE_REACH = {
                                     "triton_flash._flash_forward_kernel"},
     "notebooks/04_flash_attention_triton.ipynb": {"triton_flash._flash_forward_kernel",
                                                   "triton_flash._attend_kv_tiles"},
+    # the grader's walls asked directly (grading's owner: a public `ask`/seed name, or the test
+    # moved to tests/test_grading.py)
+    "tests/test_grading_runner.py": {"grading._ask", "grading._ASK_SEED"},
 }
 
 
