@@ -362,13 +362,16 @@ def test_a_package_written_beside_the_notebook_cannot_stand_in_for_the_grader(tm
 
 # --- the grader's documented out-of-scope list (grading_runner's docstring), each tried once ---------
 def _sizing_copy(folder: Path) -> Path:
-    """A copy of the package's inferbook/sizing.py outside the package and the repository (as a
-    pip cache or a download would hold one), under another name."""
+    """A verbatim copy of the package's sizing.kv_values_per_token_per_layer (the function Part 1
+    of Exercise 2.1 asks for) outside the package and the repository, as a download would hold
+    it, under another name."""
+    import inspect
+
     from inferbook import sizing
 
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / "downloaded_kv_math.py"
-    copy.write_text(Path(sizing.__file__).read_text())
+    copy.write_text(inspect.getsource(sizing.kv_values_per_token_per_layer))
     return copy
 
 
@@ -376,14 +379,13 @@ def test_the_out_of_scope_list_is_tried_once(tmp_path):
     """Each residual of grading_runner's docstring, tried once: the walls stop what they can
     (a binary module the learner brings, a library compiling the learner's code under its own
     name); a copy of the package's source kept outside the book passes (the documented limit:
-    grading judges what the functions do); a grade() the learner's kernel redefines changes
-    nothing that `make grade` says."""
-    import sysconfig
+    grading judges what the functions do); a grade() the learner's kernel redefines is a change
+    to the package, which `make grade` fails."""
+    import _bisect
 
     from inferbook import grading_runner
 
-    dynload = Path(sysconfig.get_paths()["platstdlib"]) / "lib-dynload"
-    binary = next(dynload.glob("_bisect*.so"))
+    binary = Path(_bisect.__file__)         # an extension module of the standard library, copied
     copy = _sizing_copy(tmp_path / "vendor")
     right = solution_answer(E2, "per_layer")
     cases = {
@@ -395,14 +397,14 @@ def test_the_out_of_scope_list_is_tried_once(tmp_path):
             "import sys, timeit\nseen = []\ntimeit.Timer('seen.append(sys._getframe(3))', "
             "globals={'sys': sys, 'seen': seen}).timeit(1)\n" + right, False, "sys._getframe"),
         "a copy of the package's source outside the book": (
-            f"import pathlib\nns = {{'__name__': 'inferbook.kv_copy', '__package__': 'inferbook'}}\n"
+            "import pathlib\nns = {'_spec': lambda spec: spec, 'ModelSpec': object}\n"
             f"exec(compile(pathlib.Path({str(copy)!r}).read_text(), 'kv_copy.py', 'exec'), ns)\n\n"
             "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
             "    return ns['kv_values_per_token_per_layer'](spec) * bytes_per_value\n", True, ""),
         "grade() redefined in the learner's kernel": (
             "import inferbook.grading as g\ng.grade = lambda *a, **k: print('All done!')\n\n"
             "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n    raise NotImplementedError\n",
-            False, "not written yet"),
+            False, "changed inferbook.grading.grade"),
     }
     notebooks = []
     for i, (source, _, _) in enumerate(cases.values()):
@@ -414,7 +416,7 @@ def test_the_out_of_scope_list_is_tried_once(tmp_path):
         if passes:       # the known limit: documented in grading_runner, still succeeds
             assert part1.status == "pass", (name, str(report))
         else:
-            assert part1.status == "fail" and text in part1.message, (name, str(report))
+            assert part1.status == "fail" and text in part1.message, (name, part1.message)
             assert "All done!" not in str(report)
     doc = grading_runner.__doc__
     for listed in ("C extension", "compiles on the learner's behalf", "copies of the package's source",
