@@ -111,6 +111,13 @@ ESCAPES = [
     (E4, CELL, M_STARTS_AT_ZERO, "Part 1/a row whose scores are all far below 0"),
 ]
 
+# Rule: the reference is computed from the inputs as drawn: a kernel that stores zeros through
+# v_ptr (and so outputs zeros) fails; without copies the reference saw the zeroed V and agreed.
+ZEROES_V = _swap(("        v = tl.load(",
+                  "        tl.store(v_ptr + cols[:, None] * stride_vn + offs_d[None, :],\n"
+                  "                 tl.zeros([BLOCK_N, HEAD_DIM], v_ptr.dtype.element_ty), mask=key_ok[:, None])\n"
+                  "        v = tl.load("))
+
 WRONG = ESCAPES + [
     # The walls (grading_walls) refuse the package's kernel before the "your own kernel" check
     # runs: compiling it reads its code, which the part forbids, so the answer fails there.
@@ -132,6 +139,7 @@ WRONG = ESCAPES + [
     (E4, CELL, NO_SKIP_MASKED, "Part 1/causal: K/V tiles past the diagonal never loaded"),
     (E4, CELL, SKIP_BY_BLOCK_N, "Part 1/Q tiles of 32 rows, K/V tiles of 16"),
     (E4, CELL, PYTHON_GLOBAL, "Part 2/compiles for T4 (sm75)"),
+    (E4, CELL, ZEROES_V, ONE_TILE),
 ]
 
 # Two loops (tiles every row sees in full, then the diagonal and the ragged tail) through a helper,

@@ -13,7 +13,8 @@ BOUNDARIES = {
     E8: {
         "Part 1/… TP=4, u=0.92 · TP=8, u=0.9": "the example at two TP degrees and utilizations "
                                              "(a dict typed in for the example fails the second)",
-        "Part 1/… hidden case": "a model, GPU, TP degree and utilization drawn at grading time",
+        "Part 1/… hidden case": "a dense model, an MoE model at TP > 1 and one more, GPU, TP degree "
+                                "and utilization drawn at grading time (stratified)",
         "Part 2/32K requests, … TP=4, TP=8": "the plan's count at each layout that fits",
         "Part 2/budget of k request(s) -1/+0/+1 byte": "a budget of exactly k requests, ±1 byte",
         "Part 2/requests of 4095/4096/4097/1 tokens": "block boundary −1, at, +1, one token",
@@ -21,7 +22,8 @@ BOUNDARIES = {
         "Part 2/… hidden case": "GQA and MLA models, TP degrees, budgets and contexts drawn afresh",
         "Part 3/smallest TP, …": "TP > 1 needed (32K, 64K: a degree that does not split the "
                                  "heads would fit), TP = 1 enough, nothing fits (None), 128K",
-        "Part 3/… hidden model, GPU and context": "drawn at grading time",
+        "Part 3/… hidden model, GPU and context": "drawn at grading time: a GQA model and, every "
+                                                  "grading, the MLA model at a context its rule decides",
         "Part 4/…, Llama-3.1-70B on 4x H100": "the example's plan, parsed by the pinned release",
         "Part 4/…, hidden plan": "a cap above the token budget (must be raised) and one below",
     },
@@ -88,6 +90,15 @@ MLA_AS_GQA = sol(E8, "concurrency", "if spec.is_mla:", "if False:")
 POWERS_OF_TWO = sol(E8, "tp_degree", "for tp in range(1, 9):", "for tp in (1, 2, 4, 8):")
 # Rule: the utilization flag has two decimals (0.90, not 0.9; one such plan in every grading).
 STR_UTILIZATION = sol(E8, "serve", "{utilization:.2f}", "{utilization}")
+# Rule (Part 1, an MoE model at TP > 1 in every grading): every parameter is split over the GPUs.
+ACTIVE_PARAMS = sol(E8, "budget", "-(-spec.n_params * 2 // tp)", "-(-spec.n_active_params * 2 // tp)")
+MOE_WEIGHTS_WHOLE = sol(E8, "budget", "-(-spec.n_params * 2 // tp)",
+                        "(spec.n_params * 2 if spec.is_moe else -(-spec.n_params * 2 // tp))")
+# Rule (Part 3, an MLA model in every grading): its latent is counted as Part 2 counts it, not as
+# KV heads split over TP (a tp_degree that re-derives the KV size inline with the GQA formula).
+MLA_AS_HEADS_IN_TP = sol(E8, "tp_degree", 'if my_max_concurrency(spec, tp, budget["kv"], ctx) >= 1:',
+                         "per = 2 * max(1, kv // tp) * spec.head_dim * 2 * spec.num_hidden_layers\n"
+                         "        if budget['kv'] // (per * (-(-ctx // 16) * 16)) >= 1:")
 
 WRONG = [
     (E8, "budget", MARKETING_MEMORY, f"Part 1/requested bytes, {EXAMPLE}"),
@@ -110,6 +121,9 @@ WRONG = [
     (E8, "concurrency", MLA_AS_GQA, "Part 2/requests that fit, hidden case"),
     (E8, "tp_degree", POWERS_OF_TWO, "Part 3/smallest TP, hidden head counts"),
     (E8, "serve", STR_UTILIZATION, "Part 4/--gpu-memory-utilization, hidden plan"),
+    (E8, "budget", ACTIVE_PARAMS, "Part 1/weight bytes per GPU, hidden case"),
+    (E8, "budget", MOE_WEIGHTS_WHOLE, "Part 1/weight bytes per GPU, hidden case"),
+    (E8, "tp_degree", MLA_AS_HEADS_IN_TP, "Part 3/smallest TP, hidden model, GPU and context"),
 ]
 
 ALTERNATIVES = [

@@ -84,6 +84,14 @@ LIMIT_TIE_TPOT = sol(E9, "limit", 'return "ttft" if late >= slow else "tpot"',
 LIMIT_ONE_TOKEN = sol(E9, "limit", "slow = sum(r.output_tokens > 1 and r.tpot > slo.tpot for r in m)",
                       "slow = sum(r.tpot > slo.tpot for r in m)")
 
+# Rule: references are computed before the learner's function runs, on objects of their own: a
+# my_limit that rewrites the scripted stand-in it is given (so that the reference, run on the same
+# object afterwards, agreed) fails.
+LIMIT_REWRITES_SCRIPT = sol(E9, "limit", "    m = serve_at(dep, rate, prompt_tokens, output_tokens)\n",
+                            '    if hasattr(dep, "counts"):  # a scripted stand-in: make it say "tpot"\n'
+                            '        dep.counts[rate] = {"slow": 120}\n        return "tpot"\n'
+                            "    m = serve_at(dep, rate, prompt_tokens, output_tokens)\n")
+
 WRONG = [
     (E9, "attainment", TTFT_NONE_FAILS, "Part 1/attainment, an SLO on TPOT only"),
     (E9, "knee", KNEE_STRICT, "Part 2/knee, a sweep that dips, touches 0.9 and is given (hidden)"),
@@ -93,6 +101,7 @@ WRONG = [
     (E9, "limit", LIMIT_TIE_TPOT, ("Part 3/limit, as many TTFT as TPOT misses (hidden)",
                                    "Part 3/limit, hidden configuration")),
     (E9, "limit", LIMIT_ONE_TOKEN, "Part 3/limit, one-token replies (hidden)"),
+    (E9, "limit", LIMIT_REWRITES_SCRIPT, "Part 3/limit, as many TTFT as TPOT misses (hidden)"),
     (E9, "attainment", STRICT, "Part 1/attainment, both at the limit"),
     (E9, "attainment", TTFT_ONLY, "Part 1/attainment, one past each limit"),
     (E9, "attainment", ONE_TOKEN_TPOT, "Part 1/attainment, a one-token request"),
