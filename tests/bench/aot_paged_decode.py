@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import inferbook.triton_device  # noqa: E402,F401  (before triton)
 from bench_util import write_result  # noqa: E402
 from inferbook import triton_aot as aot  # noqa: E402
-from inferbook.triton_launch import smem_limit_bytes  # noqa: E402
+from inferbook.triton_launch import occupancy, smem_limit_bytes  # noqa: E402
 
 ARCHS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0)]
 # (head_dim, page, group, n_q): Llama-3-8B's decode (128, GQA 4), a 64-dim model, and 8 query
@@ -40,7 +40,7 @@ def rows(compiled) -> list[dict]:
             page=c.page, group=c.group, n_q=c.n_q, num_warps=c.num_warps,
             shared_bytes=c.shared_bytes, smem_limit_bytes=smem_limit_bytes(cc),
             registers=c.registers, spill_bytes=c.spill_bytes, tensor_cores="mma" in c.ptx,
-            resident_per_sm=aot.occupancy(cc, c.registers, c.shared_bytes, c.num_warps)))
+            resident_per_sm=occupancy(cc, c.registers, c.shared_bytes, c.num_warps)))
     return out
 
 
