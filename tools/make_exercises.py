@@ -23,8 +23,9 @@ A solution notebook is a page of answers; the exercise carries the statement:
 * cells tagged `exercise-only` are the statement. In the solution they also carry `remove-cell`,
   so the book's solution page leaves them out (Jupyter and Colab still show them); in the
   exercise both tags are dropped;
-* the exercise gets the grading instructions ("How to grade yourself"), written here once for
-  every exercise, just before its first code cell.
+* the exercise's first cell is its title, then the statement cells that follow the title in
+  the solution (merged into it), then the grading instructions ("How to grade yourself"),
+  written here once for every exercise.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ HASHES = ROOT / "code" / "inferbook" / "exercise_hashes.py"
 STUB = 'raise NotImplementedError("your answer here")'
 SOLUTION_TITLE = "# Solution to Exercise "
 EXERCISE_ONLY = "exercise-only"
-HOW_TO_ID = "how-to-grade"
 HOW_TO = """**How to grade yourself.** Fill in the {cells} marked *Your answer*, then grade the whole
 notebook. On Colab, run the last cell, `grade()`: it grades the notebook as it is in the tab.
 Elsewhere, save the notebook and run, from the repository root:
@@ -146,10 +146,9 @@ def _split(text: str) -> list[str]:
     return text.splitlines(True)
 
 
-def how_to_grade(name: str, answers: int) -> dict:
-    """The markdown cell that tells a learner how to grade exercise `name` (`answers` cells)."""
-    text = HOW_TO.format(cells="cell" if answers == 1 else "cells", name=name)
-    return {"cell_type": "markdown", "id": HOW_TO_ID, "metadata": {}, "source": _split(text.rstrip("\n"))}
+def how_to_grade(name: str, answers: int) -> str:
+    """The paragraph that tells a learner how to grade exercise `name` (`answers` answer cells)."""
+    return HOW_TO.format(cells="cell" if answers == 1 else "cells", name=name).rstrip("\n")
 
 
 def check_solution(solution: dict, name: str) -> None:
@@ -162,20 +161,19 @@ def check_solution(solution: dict, name: str) -> None:
         if EXERCISE_ONLY in tags and "solution-only" in tags:
             raise ValueError(f"{name}: cell {cell.get('id')!r} is tagged both {EXERCISE_ONLY!r} and "
                              "'solution-only'")
-        if cell.get("id") == HOW_TO_ID:
-            raise ValueError(f"{name}: cell id {HOW_TO_ID!r} is reserved for the generated instructions")
 
 
 def make_exercise(solution: dict, name: str) -> dict:
     """The exercise notebook generated from a solution notebook (JSON dicts, nbformat 4)."""
     check_solution(solution, name)
     nb = copy.deepcopy(solution)
-    cells = []
+    cells, statement = [], set()
     for cell in nb["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if "solution-only" in tags:
             continue
         if EXERCISE_ONLY in tags:
+            statement.add(cell["id"])
             cell["metadata"]["tags"] = [t for t in tags if t not in (EXERCISE_ONLY, "remove-cell")]
             if not cell["metadata"]["tags"]:
                 del cell["metadata"]["tags"]
@@ -190,9 +188,13 @@ def make_exercise(solution: dict, name: str) -> dict:
             cell["execution_count"] = None
         cells.append(cell)
     answers = sum("answer" in c.get("metadata", {}).get("tags", []) for c in cells)
-    first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
-    cells.insert(first_code, how_to_grade(name, answers))
-    nb["cells"] = cells
+    # The first cell: the title, the statement cells that follow it, how to grade.
+    k = 1
+    while k < len(cells) and cells[k]["cell_type"] == "markdown" and cells[k]["id"] in statement:
+        k += 1
+    opening = [_source(c).strip("\n") for c in cells[:k]] + [how_to_grade(name, answers)]
+    cells[0]["source"] = _split("\n\n".join(opening))
+    nb["cells"] = cells[:1] + cells[k:]
     return nb
 
 

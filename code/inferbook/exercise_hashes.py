@@ -2,14 +2,14 @@
 tools/make_exercises.py; the grader refuses a copy whose hash differs."""
 
 EXERCISE_SHA256 = {
-    "ex01_naive_vs_cached": "d85782c403c527c1de0333bf6f4449e8fb4f6d7653f409d6844841c55bf046b6",
-    "ex02_kv_sizing": "00a4a5ecaf41a21a203188b2ef1e5e364a6f077479fadb95d5ac87e4a26975b4",
-    "ex03_online_softmax": "de1fbf226516c2e94b24868ea99cd9e97c551e2e2d8ef5d098b92639faf64690",
-    "ex04_triton_kernel": "99cbc02db346c0c6c92807247035006edd3adfafc07bc58b991891cdec50c4da",
-    "ex05a_prefix_caching": "5ac92c776e5a1faba3ab457477269afe5d51f30a7e413a996d88061869407b68",
-    "ex05b_paged_attention": "b7d860c547a0238849d0691a558145c5708db8546f1b04051a82c915a7818812",
-    "ex06_scheduler": "414707c8501449be3a9c7979b721fa397f8234bdd32361d6209d870453b7e572",
-    "ex07_acceptance": "fb62d3afd0ad88772b8e84092d7f3d6556412d5e927140e0fb124909499d1901",
-    "ex08_plan_deployment": "e74ae11102d2c83b0a3115c8672159227f8d0a0d0ff12b15d93e3e2491a974a1",
-    "ex09_find_the_knee": "09d5c45c2e6e71fb1ab988c3774f01f16f384a5b55377c51332a43c2e86e798b",
+    "ex01_naive_vs_cached": "85301e93ba7df09f126576b19d0de50bd540cca42510f0f16319ecce2905bc77",
+    "ex02_kv_sizing": "db2927a259d90606a8ac77afad9d5fab7e564b6de0e305ddf4d6dcd353786172",
+    "ex03_online_softmax": "bb6b99bf573d06c350e8f4e1ab0af1ee17b7cfc64c2c7065b3bce102f3fb343e",
+    "ex04_triton_kernel": "267fea879f901b2cb2a2e181cb3977e183528cade48fa2ba872c5e0e62fa6272",
+    "ex05a_prefix_caching": "e5a7e81e01c8ab14125eccb399a56e67a4116134fe54f04bbcc42fba441b13d7",
+    "ex05b_paged_attention": "e7904fda609d9ec4a128afa2657b7ce05860d6afc0b69c960c8404abdfe4bf9e",
+    "ex06_scheduler": "814f4f72a8a5a28eb8cee89e73c86d6fc7a8f3e8b28e08d715620a797a719bf7",
+    "ex07_acceptance": "e1d6cb1322091d31dcb711d4f32ddb5b29534d47b9fec814729f50abf49f469c",
+    "ex08_plan_deployment": "0c0298ac7e013639aee2652cb2872d24803f9a4361fae2b7018b5952fd2d88b2",
+    "ex09_find_the_knee": "3e4201279d1d47ae6a45252eb3348d81a4552bd366a454d63b35050daa9c2ca9",
 }
