@@ -338,7 +338,7 @@ def test_a_package_written_beside_the_notebook_cannot_stand_in_for_the_grader(tm
     """Graded outside the book (no repository around it), an answer cell may write files beside
     the notebook: a package named inferbook there would be imported instead of the grader by the
     next grading from that folder (the folder came first on sys.path) and pass anything. The
-    runner refuses to grade beside one, and the sandbox (the folder dropped from sys.path)
+    runner refuses to grade beside one, and the sandbox (python -P: the folder not on sys.path)
     imports the book's anyway."""
     from inferbook import grading_runner
 
@@ -387,7 +387,8 @@ def test_the_out_of_scope_list_is_tried_once(tmp_path):
 
     binary = Path(_bisect.__file__)         # an extension module of the standard library, copied
     copy = _sizing_copy(tmp_path / "vendor")
-    right = solution_answer(E2, "per_layer")
+    right = "from dataclasses import dataclass\n\n@dataclass\nclass Mine:\n    x: int = 0\n\n" + \
+        solution_answer(E2, "per_layer")        # a dataclass of theirs: the grader's frames stay its own
     cases = {
         "a C extension the learner brings": (
             f"import importlib.util, shutil, tempfile\nd = tempfile.mkdtemp()\n"

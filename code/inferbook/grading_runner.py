@@ -14,8 +14,7 @@ checkout grading many learners cannot be poisoned by an earlier one.
 
 A grading runs beside no package named inferbook (a learner's code may write one next to a
 notebook kept outside the book): the runner refuses such a folder, and the grading process
-drops the folder from sys.path before it imports anything, so it never comes before the book's
-package.
+starts with `python -P` (Python 3.11+), so the folder never comes before the book's package.
 
 What stays out of the grader's reach (each tried once by
 tests/test_grading_integrity.py::test_the_out_of_scope_list_is_tried_once):
@@ -46,11 +45,13 @@ from .grading_plan import (DEFAULT_TIMEOUT, GradeReport, PartResult, TamperedExe
 PACKAGE = Path(__file__).resolve().parent
 
 
-# The grading process. The folder it runs in (the notebook's) leaves sys.path before anything is
-# imported, so a package named inferbook written there cannot stand in for the grader (the
-# sandbox also checks that it is the runner's own package): `python -P`, on Python 3.10 too.
-_SANDBOX = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-            "from inferbook import grading_sandbox; grading_sandbox.main()")
+# The grading process. With -P (Python 3.11+) the folder it runs in (the notebook's) is not put
+# first on sys.path, so a package named inferbook written there cannot stand in for the grader;
+# on 3.10 the runner's folder check stands alone (the sandbox also checks it imported the
+# runner's package). Not `python -c`: its frame, "<string>", is a name the learner's code can
+# have compiled under (a dataclass's generated methods are), and the walls would take the
+# grader's own frame for the learner's.
+_SANDBOX = [*(["-P"] if sys.version_info >= (3, 11) else []), "-m", "inferbook.grading_sandbox"]
 
 
 def _preload(plans: list[dict]) -> list[str]:
@@ -160,7 +161,7 @@ def grade_notebooks(notebooks: list[tuple[dict, str, str | os.PathLike | None]],
     refused: dict[int, str] = {}
     fingerprint = package_fingerprint()
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen([sys.executable, "-c", _SANDBOX], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, *_SANDBOX], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errors, env=env, cwd=plans[0]["cwd"] if plans else None)
         proc.stdin.write(json.dumps({"token": token, "plans": plans, "preload": _preload(plans),
                                      "package": str(PACKAGE)}).encode())
