@@ -25,6 +25,7 @@ if it needs something the book's build has and Colab lacks.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -52,12 +53,13 @@ COLAB_PINS = {"numpy": "2.1.3", "torch": "2.11.0", "matplotlib": "3.10.0", "ipyw
 CELL_TIMEOUT_S = 240        # on an idle core of the book's CI; scaled by cell_timeout_s()
 
 
-def cell_timeout_s() -> float:
+def cell_timeout_s() -> int:
     """CELL_TIMEOUT_S times this machine's measured slowness now (the grader's load factor: a
-    loaded or slower machine gets a proportionally longer limit, never a flaky one)."""
+    loaded or slower machine gets a proportionally longer limit, never a flaky one), in whole
+    seconds: nbclient's `timeout` is an integer trait and refuses a float."""
     from inferbook.grading_runner import load_factor
 
-    return CELL_TIMEOUT_S * load_factor()
+    return math.ceil(CELL_TIMEOUT_S * load_factor())
 
 STARTUP = textwrap.dedent("""
     # Runs when the kernel starts, before the first cell: what a Colab kernel already has.
