@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from paths import ROOT
+from inferbook.notebook import MIN_TEXT_PT
 
 ARTIFACTS = ROOT / "test-artifacts"
 TOC = (ROOT / "_toc.yml").read_text()
@@ -210,15 +211,21 @@ OVERFLOW_JS = r"""() => {
   const rt = document.querySelector('article .ib-reading-time');
   const readingTime = rt ? {text: rt.textContent.trim(), bottom: rt.getBoundingClientRect().bottom + scrollY,
                             visible: rt.checkVisibility()} : null;
-  return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs,
+  // how much of the page's height is code a reader scrolls past (input cells, not outputs)
+  const codeHeight = [...document.querySelectorAll('article div.cell_input')]
+    .reduce((h, c) => h + c.getBoundingClientRect().height, 0);
+  const codeShare = art ? codeHeight / art.getBoundingClientRect().height : 0;
+  return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs, codeShare,
           tableLayout, readingTime, viewportHeight: innerHeight,
           displaySizes, inlineSizes, scaledShare,
           codeScroll, codeChars, wideTables, misaligned: misaligned.slice(0, 5), unclassified,
           tablesAligned: doc.dataset.ibTablesAligned === '1'};
 }"""
-# matplotlib's default legend/tick text is 10 pt: its size on screen is 10 pt x dpi / 72 x the
-# factor the page shrinks the image by. 11 CSS px is about the smallest a reader can read.
-LEGEND_PT, MIN_TEXT_PX, MIN_DPI = 10, 11.0, 150
+# The smallest plot text the book sets (inferbook.notebook.MIN_TEXT_PT, which the chapters'
+# kernels enforce as they draw) comes out at pt x dpi / 72 x the factor the page shrinks the
+# image by. At a laptop's 1280 px, 11 CSS px is about the smallest a reader reads comfortably;
+# on a phone (390 px), 9 CSS px is about the smallest read without zooming.
+LEGEND_PT, MIN_TEXT_PX, MIN_PHONE_TEXT_PX, MIN_DPI = MIN_TEXT_PT, 11.0, 9.0, 150
 
 
 def png_dpi(path: Path) -> float | None:
@@ -439,7 +446,7 @@ ZOOM_JS = r"""async () => {
 
 @needs_chromium
 def test_figures_enlarge_to_readable_on_a_phone(html):
-    """At 390 px a figure's 10 pt text is too small in the column; a tap opens it readable."""
+    """A tap on a figure at 390 px opens it larger, its smallest text readable at 11 px."""
     from playwright.sync_api import sync_playwright
 
     problems, checked = [], 0
@@ -461,7 +468,7 @@ def test_figures_enlarge_to_readable_on_a_phone(html):
                 continue
             text_px = LEGEND_PT * dpi / 72 * r["zoomed"]["shown"] / r["zoomed"]["natural"]
             if text_px < MIN_TEXT_PX:
-                problems.append(f"{name}: enlarged figure's 10 pt text is {text_px:.1f}px (< {MIN_TEXT_PX})")
+                problems.append(f"{name}: enlarged figure's {LEGEND_PT} pt text is {text_px:.1f}px (< {MIN_TEXT_PX})")
             if r["bodyScroll"] or not r["closed"]:
                 problems.append(f"{name}: the enlarged view made the page scroll or did not close")
     assert checked, "no chapter figure found"
@@ -512,9 +519,49 @@ def test_figures_sharp_and_legible_at_1280(measured, html):
             text_px = LEGEND_PT * dpi / 72 * img["shown"] / img["natural"]
             if dpi < MIN_DPI - 1 or text_px < MIN_TEXT_PX:
                 problems.append(f"{name}: {Path(src).name[:12]}… drawn at {dpi:.0f} dpi, shown "
-                                f"{img['shown']:.0f}px of {img['natural']}px: 10 pt text is "
+                                f"{img['shown']:.0f}px of {img['natural']}px: {LEGEND_PT} pt text is "
                                 f"{text_px:.1f}px (need >= {MIN_DPI} dpi and >= {MIN_TEXT_PX}px)")
     assert not problems, "\n".join(problems)
+
+
+# A chapter's visible code is its algorithm and the check against the package; plotting and
+# widget plumbing live in the package (inferbook.*_plots), so at 1280 px code is at most this
+# share of a chapter page's height.
+MAX_CODE_SHARE = 0.30
+
+
+@needs_chromium
+def test_code_is_at_most_a_third_of_a_chapter(measured):
+    shares = {name: r["codeShare"] for (name, width), r in measured.items()
+              if width == 1280 and name in CHAPTERS}
+    assert len(shares) == len(CHAPTERS)
+    over = {n: f"{s:.0%}" for n, s in shares.items() if s > MAX_CODE_SHARE}
+    assert not over, f"code share of page height above {MAX_CODE_SHARE:.0%} at 1280 px: {over}"
+
+
+@needs_chromium
+def test_figures_legible_on_a_phone_without_zooming(measured, html):
+    """At 390 px every chapter figure's smallest text is at least 9 CSS px in the column (the
+    tap-to-enlarge view is for detail, not for reading the axes)."""
+    problems, checked = [], 0
+    for (name, width), r in measured.items():
+        if width != 390:
+            continue
+        for img in r["imgs"]:
+            src = img["src"] or ""
+            if not src.endswith(".png") or not img["natural"]:
+                continue
+            dpi = png_dpi((html / name).parent / src)
+            if dpi is None:
+                continue
+            checked += 1
+            text_px = LEGEND_PT * dpi / 72 * img["shown"] / img["natural"]
+            if text_px < MIN_PHONE_TEXT_PX:
+                problems.append(f"{name}: {Path(src).name[:12]}… shown {img['shown']:.0f}px of "
+                                f"{img['natural']}px at {dpi:.0f} dpi: {LEGEND_PT} pt text is "
+                                f"{text_px:.1f}px (< {MIN_PHONE_TEXT_PX})")
+    assert checked, "no chapter figure was measured at 390 px"
+    assert not problems, f"{len(problems)} of {checked} figures:\n" + "\n".join(problems)
 
 
 class _Figures(__import__("html.parser").parser.HTMLParser):

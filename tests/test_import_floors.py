@@ -35,6 +35,9 @@ FLOORS = {
                  "vllm_gpu_check"],
     "course": ["grading_walls", "grading_plan", "grading_runner", "grading", "grading_sandbox",
                "grading_pytest", "kernel_checks", "main"],
+    # the chapters' figures, drawn for the book's column (inferbook.notebook's plot rules)
+    "figures": ["kv_plots", "flash_plots", "paged_plots", "batching_plots", "spec_plots",
+                "plan_plots", "serving_plots"],
 }
 FLOOR_OF = {m: i for i, mods in enumerate(FLOORS.values()) for m in mods}
 NAMES = list(FLOORS)

@@ -117,3 +117,49 @@ def test_glue_stores_numpy_scalars_as_python_numbers(monkeypatch):
     notebook.glue("n", np.int64(3))
     assert stored == {"x": 1.5, "n": 3}
     assert type(stored["x"]) is float and type(stored["n"]) is int
+
+
+def test_figure_text_problems_names_each_rule():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inferbook.notebook import COLUMN_WIDTH_IN, MIN_TEXT_PT, apply_plot_defaults, figure_text_problems
+
+    apply_plot_defaults()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="a line")
+    ax.legend()
+    ax.set_title("at the defaults")
+    assert figure_text_problems(fig) == []          # the book's defaults pass
+    ax.text(0.5, 0.5, "a note", fontsize=MIN_TEXT_PT - 2)
+    ax.text(0.2, 0.2, "", fontsize=4)               # empty text is not text a reader sees
+    hidden = ax.text(0.3, 0.3, "hidden", fontsize=4)
+    hidden.set_visible(False)
+    fig.set_size_inches(COLUMN_WIDTH_IN + 1, 3)
+    problems = figure_text_problems(fig)
+    assert len(problems) == 2, problems
+    assert "wide" in problems[0] and f"{MIN_TEXT_PT - 2:g} pt" in problems[1] and "'a note'" in problems[1]
+    plt.close(fig)
+
+
+def test_check_mode_refuses_to_draw_an_unreadable_figure(monkeypatch, tmp_path):
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inferbook import notebook
+
+    monkeypatch.setenv(notebook.CHECK_FIGURES_ENV, "1")
+    notebook.apply_plot_defaults()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    fig.savefig(io.BytesIO(), format="png")        # a figure at the defaults draws
+    ax.set_xlabel("too small", fontsize=6)
+    with pytest.raises(notebook.FigureTextTooSmall, match="6 pt"):
+        fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)

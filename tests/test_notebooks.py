@@ -41,6 +41,16 @@ def test_committed_executed(path):
     assert counts == list(range(1, len(counts) + 1)), f"{rel(path)} was not executed top to bottom in one run"
 
 
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
+def test_no_error_in_committed_outputs(path):
+    """A committed page shows no traceback: in particular no `FigureTextTooSmall`, which
+    tools/nbtools.py's kernels raise when a chapter draws a figure a phone cannot read."""
+    cells, _ = code_cells(path)
+    errors = [(i, o.get("ename"), str(o.get("evalue", ""))[:160]) for i, c in enumerate(cells)
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{rel(path)}: error outputs (cell, name, message): {errors}"
+
+
 @pytest.mark.parametrize("path", EXERCISES, ids=rel)
 def test_exercises_are_handed_out_blank(path):
     cells, nb = code_cells(path)

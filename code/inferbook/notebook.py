@@ -91,13 +91,17 @@ def setup(seed: int = 0, threads: int | None = None) -> DeviceReport:
     return report
 
 
-# Sized for the book's text column (about 720 CSS px at a 1280 px window): a figure made at
-# the default size is shown at its natural size, so 10 pt legend text is about 14 CSS px.
-# Wider figures (two panels side by side) are shrunk to the column: keep them at most
-# `COLUMN_WIDTH_IN` wide, or give each panel its own figure.
-COLUMN_WIDTH_IN = 7.2
+# Drawn for the narrowest column the book is read in: a phone (390 CSS px window) shows the
+# article 342 px wide, so a figure `COLUMN_WIDTH_IN` wide (560 CSS px at 100 dpi) is shrunk to
+# 342/560 of its size there and `MIN_TEXT_PT` text still comes out at
+# 11 x 100/72 x 342/560 = 9.3 CSS px, about the smallest a reader reads without zooming
+# (tools/figure_text_px.py measures it on the built book; tests/test_book.py asserts it). At a
+# 1280 px window the same figure is shown at its natural 560 px, its text at 15 px.
+# A figure with several panels stacks them (rows, not columns) rather than growing wider.
+COLUMN_WIDTH_IN = 5.6
+MIN_TEXT_PT = 11
 PLOT_RC = {
-    "figure.figsize": (COLUMN_WIDTH_IN, 4.0),
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.8),
     # 100 dpi here is 100 CSS px per inch on the page; the PNG itself is drawn at twice that
     # ("retina", 200 dpi) so it stays sharp on high-density screens and projectors.
     "figure.dpi": 100,
@@ -105,17 +109,74 @@ PLOT_RC = {
     # White, not transparent: a transparent figure is unreadable in the theme's dark mode.
     "figure.facecolor": "white",
     "savefig.facecolor": "white",
-    "font.size": 11,
+    "font.size": MIN_TEXT_PT,
     "axes.titlesize": 12,
-    "axes.labelsize": 11,
-    "xtick.labelsize": 10,
-    "ytick.labelsize": 10,
-    "legend.fontsize": 10,
+    "figure.titlesize": 12,
+    "axes.labelsize": MIN_TEXT_PT,
+    "xtick.labelsize": MIN_TEXT_PT,
+    "ytick.labelsize": MIN_TEXT_PT,
+    "legend.fontsize": MIN_TEXT_PT,
+    "legend.title_fontsize": MIN_TEXT_PT,
     "legend.framealpha": 0.85,
     "lines.linewidth": 1.8,
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
+
+# Set (to anything non-empty) by tools/nbtools.py when it executes a notebook for commit and by
+# the test suite's kernels (tests/conftest.py): every figure a cell shows is then checked.
+CHECK_FIGURES_ENV = "INFERBOOK_CHECK_FIGURES"
+
+
+class FigureTextTooSmall(ValueError):
+    """A figure the book shows would be unreadable on a phone (see `figure_text_problems`)."""
+
+
+def figure_text_problems(fig, min_pt: float = MIN_TEXT_PT,
+                         max_width_in: float = COLUMN_WIDTH_IN) -> list[str]:
+    """Return what makes `fig` unreadable in the book's narrowest column (empty: nothing).
+
+    Two rules, from the arithmetic above `COLUMN_WIDTH_IN`: the figure is at most
+    `max_width_in` wide, and no visible text in it (titles, labels, ticks, legends,
+    annotations) is set below `min_pt` points.
+    """
+    from matplotlib.text import Text
+
+    problems = []
+    width = float(fig.get_size_inches()[0])
+    if width > max_width_in + 1e-6:
+        problems.append(f"the figure is {width:g} in wide (at most {max_width_in:g}: draw it for "
+                        "the column, stacking panels in rows)")
+    small: dict[float, list[str]] = {}
+    for text in fig.findobj(Text):
+        words = text.get_text().strip()
+        if words and text.get_visible() and text.get_fontsize() < min_pt - 1e-9:
+            small.setdefault(round(float(text.get_fontsize()), 1), []).append(words)
+    for size, words in sorted(small.items()):
+        shown = ", ".join(repr(w[:24]) for w in words[:3]) + (" …" if len(words) > 3 else "")
+        problems.append(f"{len(words)} text(s) at {size:g} pt (at least {min_pt:g}): {shown}")
+    return problems
+
+
+def _check_figures_when_drawn() -> None:
+    """In check mode, make every figure drawn for display raise `FigureTextTooSmall` when it
+    breaks `figure_text_problems`' rules (the error shows in the cell's output, so nbval and
+    the committed-notebook tests catch it)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if getattr(FigureCanvasBase.print_figure, "_inferbook_checked", False):
+        return
+    original = FigureCanvasBase.print_figure
+
+    def print_figure(self, *args, **kwargs):
+        problems = figure_text_problems(self.figure) if os.environ.get(CHECK_FIGURES_ENV) else []
+        if problems:
+            raise FigureTextTooSmall("figure not drawn for the book's column: "
+                                     + "; ".join(problems))
+        return original(self, *args, **kwargs)
+
+    print_figure._inferbook_checked = True
+    FigureCanvasBase.print_figure = print_figure
 
 
 def apply_plot_defaults() -> None:
@@ -123,10 +184,13 @@ def apply_plot_defaults() -> None:
 
     The inline backend then emits PNGs at twice `figure.dpi` with their display size in the
     output's metadata, so the rendered book shows each figure at its intended size, sharp.
+    With `INFERBOOK_CHECK_FIGURES` set, every figure drawn is checked (`figure_text_problems`).
     """
     import matplotlib
 
     matplotlib.rcParams.update(PLOT_RC)
+    if os.environ.get(CHECK_FIGURES_ENV):
+        _check_figures_when_drawn()
     try:
         from IPython import get_ipython
     except ImportError:
