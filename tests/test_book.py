@@ -742,31 +742,65 @@ def _kv_grid():
             grid.append(dict(model=model, gpu=gpus[k % len(gpus)], n_gpus=n_gpus,
                              ctx_tokens=contexts[k % len(contexts)], batch=batches[k % len(batches)],
                              kv_dtype=dtypes[k % len(dtypes)], weight_dtype=dtypes[(k // 3) % len(dtypes)],
-                             reserve_fraction=[0.1, 0.0, 0.25][k % 3]))
+                             gpu_memory_utilization=[0.92, 1.0, 0.5, 0.05][k % 4]))
     return grid
 
 
 def _kv_expected(q):
+    """The KV calculator's answers from the package: vLLM's start-up budget
+    (`vllm_memory.vllm_memory_budget` at `vllm serve`'s default caps on the GPU) and
+    `sizing`'s per-GPU KV bytes."""
     from inferbook import sizing
+    from inferbook.models import MODELS
+    from inferbook.vllm_memory import vllm_default_caps, vllm_memory_budget
 
-    args = dict(kv_dtype=q["kv_dtype"], weight_dtype=q["weight_dtype"],
-                reserve_fraction=q["reserve_fraction"])
+    from inferbook.hardware import GPUS
+
+    # resolved once, here, as the package's entry points do
+    model, gpu = MODELS[q["model"]], GPUS[q["gpu"]]
+    ctx, batch, kv = q["ctx_tokens"], q["batch"], q["kv_dtype"]
+
+    def left(n):   # vLLM's "Available KV cache memory" on n-way TP
+        tokens, seqs = vllm_default_caps(gpu)
+        return vllm_memory_budget(model, gpu, n, gpu_memory_utilization=q["gpu_memory_utilization"],
+                                  weight_dtype=q["weight_dtype"], max_num_batched_tokens=tokens,
+                                  max_num_seqs=seqs)
+
+    fewest = next((n for n in sizing.valid_tp_degrees(model, 8)
+                   if 0 < left(n).available_kv_bytes
+                   and sizing.kv_bytes_per_gpu(model, n, ctx, batch, kv) <= left(n).available_kv_bytes),
+                  "none")
     expected = {
-        "kv_bytes_per_token": sizing.kv_bytes_per_token(q["model"], q["kv_dtype"]),
-        "kv_bytes_total": sizing.kv_bytes(q["model"], q["ctx_tokens"], q["batch"], q["kv_dtype"]),
-        "min_tp_degree": sizing.min_tp_degree(q["model"], q["gpu"], q["ctx_tokens"], q["batch"],
-                                              **args) or "none",
+        "kv_bytes_per_token": sizing.kv_bytes_per_token(model, kv),
+        "kv_bytes_total": sizing.kv_bytes(model, ctx, batch, kv),
+        "min_tp_degree": fewest,
     }
-    if sizing.tp_problem(q["model"], q["n_gpus"]):
+    n = q["n_gpus"]
+    if sizing.tp_problem(model, n):
         expected["verdict"] = "invalid"
         return expected
-    r = sizing.fits(q["model"], q["gpu"], q["n_gpus"], q["ctx_tokens"], q["batch"], **args)
+    b = left(n)
+    budget = b.available_kv_bytes
+    kv_gpu = sizing.kv_bytes_per_gpu(model, n, ctx, batch, kv)
+
+    def holds(c):
+        return budget > 0 and sizing.kv_bytes_per_gpu(model, n, c, batch, kv) <= budget
+
+    lo, hi = 0, model.max_position_embeddings
+    if holds(hi):
+        lo = hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    outside = b.reserve_bytes
     expected.update(
-        kv_bytes_per_gpu=r.kv_bytes_per_gpu, weight_bytes_per_gpu=r.weight_bytes_per_gpu,
-        reserve_bytes_per_gpu=r.reserve_bytes_per_gpu, used_bytes_per_gpu=r.used_bytes_per_gpu,
-        verdict="fits" if r.fits else "does-not-fit",
-        max_batch=sizing.max_batch(q["model"], q["gpu"], q["n_gpus"], q["ctx_tokens"], **args),
-        max_context=sizing.max_context(q["model"], q["gpu"], q["n_gpus"], q["batch"], **args),
+        kv_bytes_per_gpu=kv_gpu, weight_bytes_per_gpu=b.weight_bytes,
+        runtime_bytes_per_gpu=b.runtime.total_bytes, outside_bytes_per_gpu=outside,
+        kv_budget_bytes_per_gpu=budget,
+        used_bytes_per_gpu=outside + b.runtime.total_bytes + b.weight_bytes + kv_gpu,
+        verdict="fits" if 0 < budget and kv_gpu <= budget else "does-not-fit",
+        max_batch=sizing.sequences_that_fit(budget, model, n, ctx, kv) if budget > 0 else 0,
+        max_context=lo,
     )
     return expected
 
@@ -786,7 +820,7 @@ def test_kv_calculator_matches_sizing(calculator_page):
         for q in _kv_grid():
             for name in ("model", "gpu", "n_gpus", "kv_dtype", "weight_dtype"):
                 calc.locator(f'select[name="{name}"]').select_option(str(q[name]))
-            for name in ("ctx_tokens", "batch", "reserve_fraction"):
+            for name in ("ctx_tokens", "batch", "gpu_memory_utilization"):
                 calc.locator(f'input[name="{name}"]').fill(str(q[name]))
             shown = calc.evaluate("""root => Object.fromEntries(
                 [...root.querySelectorAll('[data-key]')].map(o => [o.dataset.key, o.dataset.value]))""")
@@ -915,8 +949,8 @@ KV_REFUSED = [
     ("ctx_tokens", "0", "at least 1"), ("ctx_tokens", "-5", "whole number"),
     ("ctx_tokens", "2.5", "whole number"), ("ctx_tokens", "", "empty"),
     ("batch", "0", "at least 1"), ("batch", "1.5", "whole number"), ("batch", "", "empty"),
-    ("reserve_fraction", "1", "up to (not including) 1"), ("reserve_fraction", "-0.1", "from 0"),
-    ("reserve_fraction", "1.5", "from 0"), ("reserve_fraction", "", "empty"),
+    ("gpu_memory_utilization", "0", "above 0"), ("gpu_memory_utilization", "-0.1", "above 0"),
+    ("gpu_memory_utilization", "1.5", "at most 1"), ("gpu_memory_utilization", "", "empty"),
     ("n_gpus", "3", "cannot be split over 3 GPUs"),
 ]
 
@@ -925,13 +959,14 @@ KV_REFUSED = [
 @pytest.mark.parametrize("width", [390, 1280])
 def test_kv_calculator_refuses_impossible_inputs(calculator_page, width):
     """Every field of the KV calculator refuses what inferbook.sizing refuses (a context or batch
-    that is not a whole number >= 1, a reserve outside [0, 1), a TP degree the heads cannot
+    that is not a whole number >= 1, a GPU memory utilization outside (0, 1], a TP degree the heads cannot
     take): the reason under the field, visible within the window, and in the verdict; no
     answer that depends on it. A valid value clears it. The roofline knob's fields are menus and
     sliders bounded to what it accepts, so it has nothing impossible to refuse."""
     from playwright.sync_api import sync_playwright
 
     from inferbook import sizing
+    from inferbook.models import MODELS
 
     problems = []
     with sync_playwright() as p:
@@ -942,7 +977,7 @@ def test_kv_calculator_refuses_impossible_inputs(calculator_page, width):
         page.goto(calculator_page)
         calc = page.locator('[data-inferbook-calc="kv-cache"]')
         model = calc.locator('select[name="model"]').input_value()
-        assert sizing.tp_problem(model, 3), model   # the TP case below is impossible in the package
+        assert sizing.tp_problem(MODELS[model], 3), model   # the TP case below is impossible in the package
         for field, value, reason in KV_REFUSED:
             element = calc.locator(f'[name="{field}"]')
             good = element.input_value()
@@ -1011,7 +1046,8 @@ def test_calculators_first_answer_matches_the_package(html):
                 q = root.evaluate("""r => Object.fromEntries([...r.querySelectorAll('select, input')]
                     .map(e => [e.name, e.value]))""")
                 q = {**q, "n_gpus": int(q["n_gpus"]), "ctx_tokens": int(q["ctx_tokens"]),
-                     "batch": int(q["batch"]), "reserve_fraction": float(q["reserve_fraction"])}
+                     "batch": int(q["batch"]),
+                     "gpu_memory_utilization": float(q["gpu_memory_utilization"])}
                 shown = _shown(root)
                 for key, want in _kv_expected(q).items():
                     if str(shown.get(key)) != str(want):

@@ -1,8 +1,13 @@
 """Write the presets the book's static calculators read: models, KV dtypes and GPUs, as JSON.
 
 The rendered book has no kernel, so its calculators (book/calculators/*.js) compute in the
-browser from this file. It holds only *inputs* (the presets' published fields); the formulas
-live in the JS and are checked against `inferbook.sizing` / `inferbook.roofline` by
+browser from this file. It holds the presets' published fields and, for the KV calculator's
+budget (vLLM's start-up budget, `inferbook.vllm_memory`: the one budget the planner, the
+simulator and the log check read), the two terms of it that are not arithmetic on those fields:
+what vLLM subtracts at start-up besides the weights (`vllm_runtime_memory` at `vllm serve`'s
+default scheduler caps on that GPU) and what every TP rank holds whole
+(`vllm_replicated_bytes`), per model, GPU and valid TP degree. The formulas live in the JS and
+are checked against `inferbook.sizing`, `inferbook.vllm_memory` and `inferbook.roofline` by
 tests/test_book.py, so the two cannot drift apart.
 
     .venv/bin/python tools/export_presets.py out.json       # JSON
@@ -19,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import inferbook
-from inferbook import sizing
+from inferbook import sizing, vllm_memory
 from inferbook.hardware import GPUS
 from inferbook.models import MODELS
 
@@ -52,12 +57,34 @@ def _model(spec) -> dict:
     }
 
 
+MAX_TP_DEGREE = 8
+
+
+def _vllm_terms() -> dict:
+    """vLLM's start-up terms the calculator cannot derive from the presets' fields, per model
+    (and GPU) and every TP degree up to `MAX_TP_DEGREE` the model's heads allow."""
+    runtime, replicated = {}, {}
+    for name, spec in MODELS.items():
+        degrees = sizing.valid_tp_degrees(spec, MAX_TP_DEGREE)
+        replicated[name] = {str(n): vllm_memory.vllm_replicated_bytes(spec, n) for n in degrees}
+        runtime[name] = {}
+        for gpu_name, gpu in GPUS.items():
+            tokens, seqs = vllm_memory.vllm_default_caps(gpu)
+            runtime[name][gpu_name] = {
+                str(n): vllm_memory.vllm_runtime_memory(spec, n, max_num_batched_tokens=tokens,
+                                                        max_num_seqs=seqs, gpu=gpu).total_bytes
+                for n in degrees}
+    return {"version": vllm_memory.VLLM_PINNED,
+            "default_utilization": vllm_memory.DEFAULT_UTILIZATION,
+            "runtime_bytes": runtime, "replicated_bytes": replicated}
+
+
 def presets() -> dict:
     """Return the calculators' inputs: every model, KV dtype and GPU preset of `inferbook`."""
     return {
         "generated_by": f"inferbook {inferbook.__version__} (tools/export_presets.py)",
-        "default_reserve_fraction": sizing.DEFAULT_RESERVE_FRACTION,
-        "max_tp_degree": 8,
+        "max_tp_degree": MAX_TP_DEGREE,
+        "vllm": _vllm_terms(),
         "models": {name: _model(spec) for name, spec in MODELS.items()},
         "dtypes": {
             name: {"name": name, "bits": d.bits, "group_size": d.group_size,

@@ -4,14 +4,16 @@
  * from the inferbook package by tools/export_presets.py), this file and calculators.css, then put
  *   <div data-inferbook-calc="kv-cache"></div>
  * anywhere in the page (optional defaults: data-model, data-gpu, data-n-gpus, data-ctx,
- * data-batch, data-kv-dtype, data-weight-dtype). Works from file:// and from any HTML engine.
+ * data-batch, data-kv-dtype, data-weight-dtype, data-utilization). Works from file:// and from
+ * any HTML engine.
  *
- * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, weight_bytes,
- * memory_budget, fits, max_batch, max_context, min_tp_degree, tp_problem) with chapter 2's
- * budget (a reserve fraction, no runtime terms) on the memory CUDA reports (an H100 80GB shows
- * 79.18 GiB = 85.0e9 bytes); tests/test_book.py compares the two on a grid. The page says so
- * (BUDGET_NOTE): this is not vLLM's budget (inferbook.vllm_memory), which the planner, the
- * simulator and the log check share (tests/test_one_budget.py).
+ * The arithmetic mirrors inferbook.sizing (kv_bytes, kv_bytes_per_gpu, weight_bytes_per_gpu,
+ * sequences_that_fit, tp_problem) on vLLM's start-up budget, inferbook.vllm_memory's
+ * vllm_memory_budget: ceil(memory CUDA reports x gpu_memory_utilization) minus the weights
+ * (plus what every TP rank holds whole) minus what vLLM subtracts at start-up (activations,
+ * non-torch memory, CUDA graphs: exported per model, GPU and TP degree at `vllm serve`'s default
+ * scheduler caps). The one budget the planner, the simulator and the log check read
+ * (tests/test_one_budget.py); tests/test_book.py compares this page with them on a grid.
  */
 (function () {
   "use strict";
@@ -69,12 +71,15 @@
     return vectorBytes(dt, m.n_params - m.embedding_params) + 2 * m.embedding_params;
   }
 
-  function budget(g, n, m, wdt, reserveFraction) {  // sizing.memory_budget, no runtime terms
-    // the total CUDA reports (GPU.memory_bytes), not the datasheet's GB: what vLLM multiplies
-    // usable = ceil(round(total x utilization, 6)): the rounding drops float noise
-    var usable = Math.ceil(Number((g.memory_bytes * (1 - reserveFraction)).toFixed(6)));
-    var weights = Math.ceil(weightBytes(m, wdt) / n);
-    return {reserve: g.memory_bytes - usable, weights: weights, left: usable - weights};
+  function budget(P, q, n, m, wdt) {          // vllm_memory.vllm_memory_budget at its defaults
+    // the total CUDA reports (GPU.memory_bytes), not the datasheet's GB: what vLLM multiplies;
+    // requested = ceil(round(total x utilization, 6)): the rounding drops float noise
+    var g = P.gpus[q.gpu], V = P.vllm;
+    var requested = Math.ceil(Number((g.memory_bytes * q.gpu_memory_utilization).toFixed(6)));
+    var weights = Math.ceil(weightBytes(m, wdt) / n) + V.replicated_bytes[q.model][String(n)];
+    var runtime = V.runtime_bytes[q.model][q.gpu][String(n)];
+    return {outside: g.memory_bytes - requested, runtime: runtime, weights: weights,
+            left: requested - weights - runtime};
   }
 
   function floorDiv(a, b) {                    // exact floor(a / b) for non-negative integers
@@ -85,7 +90,7 @@
   }
 
   function size(P, q) {
-    // q: {model, gpu, n_gpus, ctx_tokens, batch, kv_dtype, weight_dtype, reserve_fraction}
+    // q: {model, gpu, n_gpus, ctx_tokens, batch, kv_dtype, weight_dtype, gpu_memory_utilization}
     var m = P.models[q.model], g = P.gpus[q.gpu];
     var kdt = P.dtypes[q.kv_dtype], wdt = P.dtypes[q.weight_dtype];
     var out = {
@@ -101,23 +106,27 @@
     for (var n = 1; n <= P.max_tp_degree; n++) {
       if (tpProblem(m, q.model, n) !== null) continue;
       out.valid_tp_degrees.push(n);
-      var b = budget(g, n, m, wdt, q.reserve_fraction);
-      if (out.min_tp_degree === null && kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, n) <= b.left) {
+      var b = budget(P, q, n, m, wdt);
+      if (out.min_tp_degree === null && b.left > 0 &&
+          kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, n) <= b.left) {
         out.min_tp_degree = n;
       }
     }
     out.tp_problem = tpProblem(m, q.model, q.n_gpus);
     if (out.tp_problem !== null) return out;
-    var bud = budget(g, q.n_gpus, m, wdt, q.reserve_fraction);
-    out.reserve_bytes_per_gpu = bud.reserve;
+    var bud = budget(P, q, q.n_gpus, m, wdt);
+    out.outside_bytes_per_gpu = bud.outside;
+    out.runtime_bytes_per_gpu = bud.runtime;
     out.weight_bytes_per_gpu = bud.weights;
+    out.kv_budget_bytes_per_gpu = bud.left;
+    out.starts = bud.left > 0;                 // vLLM: "No available memory for the cache blocks"
     out.kv_bytes_per_gpu = kvBytesPerGpu(m, kdt, q.ctx_tokens, q.batch, q.n_gpus);
-    out.used_bytes_per_gpu = bud.reserve + bud.weights + out.kv_bytes_per_gpu;
-    out.fits = out.kv_bytes_per_gpu <= bud.left;
+    out.used_bytes_per_gpu = bud.outside + bud.runtime + bud.weights + out.kv_bytes_per_gpu;
+    out.fits = out.starts && out.kv_bytes_per_gpu <= bud.left;
     var perSeq = kvBytesPerGpu(m, kdt, q.ctx_tokens, 1, q.n_gpus);
-    out.max_batch = Math.max(0, bud.left < 0 ? 0 : floorDiv(bud.left, perSeq));
+    out.max_batch = out.starts ? floorDiv(bud.left, perSeq) : 0;
     // max_context: bisect on the per-GPU KV bytes of `batch` sequences (never falls with ctx)
-    var ok = function (ctx) { return kvBytesPerGpu(m, kdt, ctx, q.batch, q.n_gpus) <= bud.left; };
+    var ok = function (ctx) { return out.starts && kvBytesPerGpu(m, kdt, ctx, q.batch, q.n_gpus) <= bud.left; };
     var lo = 0, hi = m.max_position_embeddings;
     if (ok(hi)) { lo = hi; } else {
       while (hi - lo > 1) { var mid = Math.floor((lo + hi) / 2); if (ok(mid)) lo = mid; else hi = mid; }
@@ -126,11 +135,12 @@
     return out;
   }
 
-  // Not vLLM's start-up budget (inferbook.vllm_memory, chapter 8): said on the page, so no reader
-  // takes these answers for what `vllm serve` will log.
-  var BUDGET_NOTE = "Chapter 2's simplified budget: GPU memory minus a reserve fraction minus the " +
-    "weights, with no activations, CUDA graphs or non-torch memory. vLLM's own start-up budget " +
-    "(chapter 8) subtracts those as well, at its gpu_memory_utilization, so its numbers differ.";
+  function budgetNote(P) {
+    return "vLLM " + P.vllm.version + "'s start-up budget (chapter 8): gpu_memory_utilization x the " +
+      "memory CUDA reports, minus the weights, minus the activations of its profiling run, the " +
+      "non-torch memory and the CUDA graphs at vllm serve's default limits. Chapter 2's first " +
+      "estimate (a flat reserve) leaves out those runtime terms.";
+  }
 
   // --- the page --------------------------------------------------------------------------------
   function gb(x) { return (x / 1e9).toFixed(2) + " GB"; }
@@ -161,12 +171,13 @@
       el("span", {class: "ib-field-error", "data-error-for": name, role: "alert"})]);
   }
 
-  // What sizing.fits accepts (validate.positive_int, sizing.fraction): anything else is refused
-  // at its field with the reason, and no answer is shown for it.
+  // What the package accepts (validate.positive_int; sizing.fraction(high_open=False) for
+  // vllm_memory_budget's gpu_memory_utilization, as vLLM's own check does): anything else is
+  // refused at its field with the reason, and no answer is shown for it.
   var FIELDS = {
     ctx_tokens: {label: "context (tokens)", kind: "positive-int"},
     batch: {label: "batch (sequences)", kind: "positive-int"},
-    reserve_fraction: {label: "reserve fraction", kind: "fraction"}
+    gpu_memory_utilization: {label: "GPU memory utilization", kind: "utilization"}
   };
 
   function fieldProblem(name, input) {
@@ -183,8 +194,8 @@
       return null;
     }
     var v = Number(text);
-    if (!isFinite(v) || v < 0 || v >= 1) {
-      return f.label + " must be a number from 0 up to (not including) 1, got " + text;
+    if (!isFinite(v) || v <= 0 || v > 1) {
+      return f.label + " must be a number above 0 and at most 1, got " + text;
     }
     return null;
   }
@@ -205,32 +216,35 @@
       number("batch", "batch (sequences)", d.batch || 8, 1, 1),
       select("kv_dtype", "KV dtype", dtypes, d.kvDtype || "bf16"),
       select("weight_dtype", "weight dtype", dtypes, d.weightDtype || "bf16"),
-      number("reserve_fraction", "reserve fraction", d.reserve || P.default_reserve_fraction, 0, "any")
+      number("gpu_memory_utilization", "GPU memory utilization", d.utilization || P.vllm.default_utilization, 0, "any")
     ]);
     var bar = el("div", {class: "ib-bar", role: "img"}, [
-      el("span", {class: "ib-bar-reserve"}), el("span", {class: "ib-bar-weights"}),
-      el("span", {class: "ib-bar-kv"})]);
+      el("span", {class: "ib-bar-reserve"}), el("span", {class: "ib-bar-runtime"}),
+      el("span", {class: "ib-bar-weights"}), el("span", {class: "ib-bar-kv"})]);
     var results = el("div", {class: "ib-results", "aria-live": "polite"}, [
       el("p", {class: "ib-verdict", "data-key": "verdict"}),
       bar,
-      el("p", {class: "ib-legend"}, [el("span", {class: "ib-key ib-bar-reserve"}), " reserve ",
+      el("p", {class: "ib-legend"}, [el("span", {class: "ib-key ib-bar-reserve"}), " not requested ",
+        el("span", {class: "ib-key ib-bar-runtime"}), " runtime ",
         el("span", {class: "ib-key ib-bar-weights"}), " weights ",
         el("span", {class: "ib-key ib-bar-kv"}), " KV cache (per GPU)"]),
       row("kv_bytes_per_token", "KV cache per token (all layers)"),
       row("kv_bytes_total", "KV cache, whole batch (all GPUs)"),
       row("kv_bytes_per_gpu", "KV cache per GPU"),
       row("weight_bytes_per_gpu", "weights per GPU"),
-      row("reserve_bytes_per_gpu", "reserve per GPU"),
+      row("runtime_bytes_per_gpu", "runtime per GPU (activations, non-torch, CUDA graphs)"),
+      row("outside_bytes_per_gpu", "not requested per GPU (1 − utilization)"),
+      row("kv_budget_bytes_per_gpu", "KV budget per GPU (vLLM's available KV cache memory)"),
       row("used_bytes_per_gpu", "used per GPU"),
       row("max_batch", "max sequences at this context"),
       row("max_context", "max context at this batch"),
       row("min_tp_degree", "fewest GPUs that fit (tensor parallel)")
     ]);
     root.classList.add("ib-calc");
-    root.dataset.budget = "simplified";
+    root.dataset.budget = "vllm";
     root.replaceChildren(el("p", {class: "ib-title"}, ["KV-cache calculator ",
       el("span", {class: "ib-static-note"}, ["runs in your browser, no kernel needed"])]),
-      el("p", {class: "ib-budget-note"}, [BUDGET_NOTE]), form, results);
+      el("p", {class: "ib-budget-note"}, [budgetNote(P)]), form, results);
 
     function read() {
       var f = form.elements;
@@ -239,7 +253,7 @@
         ctx_tokens: parseInt(f.ctx_tokens.value, 10),
         batch: parseInt(f.batch.value, 10),
         kv_dtype: f.kv_dtype.value, weight_dtype: f.weight_dtype.value,
-        reserve_fraction: Number(f.reserve_fraction.value)
+        gpu_memory_utilization: Number(f.gpu_memory_utilization.value)
       };
     }
 
@@ -256,8 +270,8 @@
       ["kv_bytes_per_token", "kv_bytes_total", "min_tp_degree"].forEach(function (k) {
         if (!valid) put(k, "—", "invalid");
       });
-      ["kv_bytes_per_gpu", "weight_bytes_per_gpu", "reserve_bytes_per_gpu", "used_bytes_per_gpu",
-       "max_batch", "max_context"].forEach(function (k) { put(k, "—", "invalid"); });
+      ["kv_bytes_per_gpu", "weight_bytes_per_gpu", "runtime_bytes_per_gpu", "outside_bytes_per_gpu",
+       "kv_budget_bytes_per_gpu", "used_bytes_per_gpu", "max_batch", "max_context"].forEach(function (k) { put(k, "—", "invalid"); });
       var verdict = results.querySelector('[data-key="verdict"]');
       verdict.textContent = "Invalid: " + reasons.join("; ") + ".";
       verdict.dataset.value = "invalid";
@@ -302,18 +316,23 @@
       bar.hidden = false;
       put("kv_bytes_per_gpu", gb(r.kv_bytes_per_gpu), r.kv_bytes_per_gpu);
       put("weight_bytes_per_gpu", gb(r.weight_bytes_per_gpu) + " (" + q.weight_dtype + ")", r.weight_bytes_per_gpu);
-      put("reserve_bytes_per_gpu", gb(r.reserve_bytes_per_gpu), r.reserve_bytes_per_gpu);
+      put("runtime_bytes_per_gpu", gb(r.runtime_bytes_per_gpu), r.runtime_bytes_per_gpu);
+      put("outside_bytes_per_gpu", gb(r.outside_bytes_per_gpu), r.outside_bytes_per_gpu);
+      put("kv_budget_bytes_per_gpu", gb(r.kv_budget_bytes_per_gpu), r.kv_budget_bytes_per_gpu);
       put("used_bytes_per_gpu", gb(r.used_bytes_per_gpu) + " of " + gb(r.memory_bytes_per_gpu), r.used_bytes_per_gpu);
       put("max_batch", int(r.max_batch), r.max_batch);
       put("max_context", int(r.max_context) + " tokens (model limit " +
           int(P.models[q.model].max_position_embeddings) + ")", r.max_context);
       verdict.textContent = (r.fits ? "Fits: " : "Does not fit: ") + q.batch + " × " + int(q.ctx_tokens) +
         " tokens of " + q.model + " on " + q.n_gpus + "× " + q.gpu +
+        (r.starts ? "" : " (vLLM would not start: the weights and runtime leave no memory for the " +
+                         "KV cache)") +
         (r.ctx_within_model_limit ? "." : " (the context exceeds the model's limit!).");
       verdict.dataset.value = r.fits ? "fits" : "does-not-fit";
       verdict.className = "ib-verdict " + (r.fits ? "ib-good" : "ib-bad");
       var total = Math.max(r.memory_bytes_per_gpu, r.used_bytes_per_gpu);
-      var parts = [r.reserve_bytes_per_gpu, r.weight_bytes_per_gpu, r.kv_bytes_per_gpu];
+      var parts = [r.outside_bytes_per_gpu, r.runtime_bytes_per_gpu, r.weight_bytes_per_gpu,
+                   r.kv_bytes_per_gpu];
       Array.prototype.forEach.call(bar.children, function (s, i) {
         s.style.width = (100 * parts[i] / total).toFixed(2) + "%";
       });
