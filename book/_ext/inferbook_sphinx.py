@@ -93,7 +93,7 @@ def _calculator_directive(kind):
 
         option_spec = {key: directives.unchanged for key in
                        ("model", "gpu", "n-gpus", "ctx", "batch", "kv-dtype", "weight-dtype",
-                        "reserve", "context")}
+                        "utilization", "context")}
 
         def run(self):
             attrs = "".join(f' data-{k}="{html.escape(v, quote=True)}"'
