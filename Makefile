@@ -39,7 +39,8 @@ book: $(STAMP) $(VENDOR)/.fetched
 
 test: $(STAMP) $(VENDOR)/.fetched $(VLLM_STAMP)
 	# Two workers on two cores, one thread each: oversubscribed torch threads spin and crawl.
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg
+	# --durations: where the minutes go (DEVELOPERS.md keeps the table from a full run).
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --durations=25
 
 # The whole book as one PDF for offline reading (_build/pdf/book.pdf): built from the committed
 # outputs and printed page by page by headless Chromium (apt-get install chromium), math and
