@@ -39,11 +39,14 @@ from inferbook import (
 from inferbook import simulate as sim
 from inferbook.gpt import GPT, GPTConfig
 from inferbook.hardware import gpu
+from inferbook.models import model as model_preset
+from inferbook.hardware import gpu as gpu_preset
 
 torch.manual_seed(0)
 CFG = GPTConfig(vocab_size=64, n_positions=64, n_embd=16, n_layer=2, n_head=2)
 MODEL = GPT(CFG).eval()
 H100 = gpu("H100 SXM")
+LLAMA8 = model_preset("Llama-3.1-8B")   # the inner functions take resolved objects, never names
 R = steploop.Request
 HUGE = 2**63
 
@@ -52,6 +55,7 @@ BAD = {
     "int0": ["x", None, True, 1.5, -1, math.nan, math.inf, []],
     "float+": ["x", None, True, math.nan, math.inf, -math.inf, -1.0, 0.0, []],
     "float0": ["x", None, True, math.nan, math.inf, -1.0, []],
+    "frac": ["x", None, True, math.nan, math.inf, -1.0, 0.0, 1.5, []],   # in (0, 1]
     "float": ["x", None, True, math.nan, math.inf, -math.inf, []],
     "opt+": ["x", True, math.nan, math.inf, -1.0, 0.0, []],  # None means "the default" here
     "opt": ["x", 1, 2.5, []],
@@ -99,7 +103,7 @@ def sched():
     return steploop.Scheduler(sim.bookkeeping_cache(16, 4), 4, 32)
 
 
-CM = cost_model.CostModel.for_gpu("Llama-3.1-8B", "H100 SXM")
+CM = cost_model.CostModel.for_gpu(model_preset("Llama-3.1-8B"), gpu_preset("H100 SXM"))
 DEP = sim.Deployment("Llama-3.1-8B", "H100 SXM", 1, 8, 512)
 P_TARGET = torch.softmax(torch.randn(3, 64), -1)
 Q_DRAFT = torch.softmax(torch.randn(3, 64), -1)
@@ -225,24 +229,26 @@ SPECS = [
      {"flops_efficiency": "float+", "step_overhead_s": "float0"}),
     ("StepCost", lambda: (cost_model.StepCost, []), {"compute_s": 1.0, "memory_s": 1.0, "comm_s": 0.0, "overhead_s": 0.0},
      {"compute_s": "float0", "memory_s": "float0", "comm_s": "float0", "overhead_s": "float0"}),
-    ("CostModel.for_gpu", lambda: (cost_model.CostModel.for_gpu, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
-     {"tp": "int+", "gpu": "list", "eff": "opt", "kv_dtype": "list", "weight_dtype": "list"}),
+    ("CostModel.for_gpu", lambda: (cost_model.CostModel.for_gpu, []), {"spec": LLAMA8, "gpu": H100, "tp": 1},
+     {"tp": "int+", "gpu": "list", "spec": "list", "eff": "opt", "kv_dtype": "list", "weight_dtype": "list"}),
     ("CostModel.step_time", lambda: (CM.step_time, [CM]), {"shapes": [(1, 10), (5, 0)]}, {"shapes": "list"}),
     ("CostExecutor.wait", lambda: method_of("wait", sim.CostExecutor(CM)), {"now": 0.0, "next_arrival": 1.0},
      {"now": "float", "next_arrival": "float"}),
     ("serve_simulated", lambda: (sim.serve_simulated, []), {"requests": requests(), "cost": CM, "num_blocks": 16, "block_size": 4},
      {"requests": "list", "num_blocks": "int+", "block_size": "int+"}),
-    ("kv_blocks", lambda: (sim.kv_blocks, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1},
-     {"tp": "int+", "block_size": "int+", "kv_dtype": "list", "weight_dtype": "list"}),
+    ("kv_blocks", lambda: (sim.kv_blocks, []), {"spec": LLAMA8, "gpu": H100, "tp": 1},
+     {"tp": "int+", "block_size": "int+", "kv_dtype": "list", "weight_dtype": "list", "gpu": "list",
+      "gpu_memory_utilization": "frac"}),
     ("FittedGPUModel", lambda: (cost_model.FittedGPUModel, []), {"eff": cost_model.Efficiency(), "n_fit": 3, "held_out_errors": (0.1,)},
      {"eff": "opt", "n_fit": "int0", "held_out_errors": "list"}),
     ("decode_step_time", lambda: (cost_model.decode_step_time, []),
-     {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "batch": 4, "context": 100},
+     {"spec": LLAMA8, "gpu": H100, "tp": 1, "batch": 4, "context": 100},
      {"tp": "int+", "batch": "int+", "context": "int+", "eff": "opt", "kv_dtype": "list"}),
     ("decode_tokens_per_s", lambda: (cost_model.decode_tokens_per_s, []),
-     {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "batch": 4, "context": 100}, {"batch": "int+", "weight_dtype": "list"}),
+     {"spec": LLAMA8, "gpu": H100, "tp": 1, "batch": 4, "context": 100}, {"batch": "int+", "weight_dtype": "list"}),
     ("Deployment", lambda: (sim.Deployment, []), {"spec": "Llama-3.1-8B", "gpu": "H100 SXM", "tp": 1, "max_num_seqs": 8},
-     {"tp": "int+", "max_num_seqs": "int+", "kv_dtype": "list", "chunked_prefill": "bool"}),
+     {"tp": "int+", "max_num_seqs": "int+", "kv_dtype": "list", "chunked_prefill": "bool",
+      "gpu_memory_utilization": "frac"}),
     ("split_round_robin", lambda: (sim.split_round_robin, []), {"requests": requests(), "replicas": 2},
      {"requests": "list", "replicas": "int+"}),
     ("run_replicas", lambda: (sim.run_replicas, []), {"dep": DEP, "requests": requests(), "replicas": 2},
@@ -254,7 +260,8 @@ SPECS = [
      {"spec": "Llama-3.1-8B", "gpu_name": "H100 SXM", "request_rate": 1.0, "prompt_tokens": 64, "output_tokens": 8,
           "ttft_p90_s": 1.0, "tpot_p90_s": 0.1, "max_gpus": 1, "n_requests": 20},
      {"request_rate": "float+", "prompt_tokens": "int+", "output_tokens": "int+", "ttft_p90_s": "float+",
-      "tpot_p90_s": "float+", "max_gpus": "int+", "n_requests": "int+", "kv_dtype": "list"}),
+      "tpot_p90_s": "float+", "max_gpus": "int+", "n_requests": "int+", "kv_dtype": "list",
+      "gpu_memory_utilization": "frac"}),
     ("KVCache", lambda: (kv_cache.KVCache, []), {"n_layers": 2, "batch": 1, "n_heads": 2, "max_len": 16, "head_dim": 8},
      {"n_layers": "int+", "batch": "int+", "max_len": "int+", "dtype": "list", "device": "list"}),
     ("KVCache.for_model", lambda: (kv_cache.KVCache.for_model, []), {"config": CFG, "batch": 1, "max_len": 16},
@@ -464,7 +471,7 @@ HUGE_CALLS = [
     ("split_round_robin", lambda: sim.split_round_robin(requests(), HUGE), "replicas"),
     ("run_replicas", lambda: sim.run_replicas(DEP, requests(), HUGE), "replicas"),
     ("disaggregated", lambda: sim.disaggregated(DEP, DEP, requests(), HUGE, 1), "n_prefill"),
-    ("decode_step_time", lambda: cost_model.decode_step_time("Llama-3.1-8B", "H100 SXM", 1, HUGE, 100), "batch"),
+    ("decode_step_time", lambda: cost_model.decode_step_time(model_preset("Llama-3.1-8B"), gpu_preset("H100 SXM"), 1, HUGE, 100), "batch"),
     ("decide_capacity max_gpus", lambda: capacity.decide_capacity(
         "Llama-3.1-8B", "H100 SXM", request_rate=1.0, prompt_tokens=64, output_tokens=8, ttft_p90_s=1.0,
         tpot_p90_s=0.1, max_gpus=HUGE), "max_gpus"),

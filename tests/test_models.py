@@ -6,6 +6,7 @@ import json
 import pytest
 
 from inferbook.models import MODELS, ModelSpec, model, param_count
+from inferbook.models import model as model_preset
 
 # (layers, hidden, heads, kv heads, head_dim, vocab, max_position_embeddings), typed again from
 # each config.json so a slip in the preset table shows up as a mismatch here.
@@ -394,7 +395,7 @@ def test_bad_model_spec_fields_are_named():
 
 def test_param_count_checks_its_arguments():
     from inferbook.models import param_count
-    assert param_count("Llama-3.1-8B") == model("Llama-3.1-8B").n_params
+    assert param_count(model_preset("Llama-3.1-8B")) == model("Llama-3.1-8B").n_params
     with pytest.raises(TypeError, match="active_only"):
         param_count(model("Mixtral-8x7B"), active_only="yes")
     with pytest.raises(TypeError, match="from_hf_config"):

@@ -18,8 +18,9 @@ import pytest
 
 from inferbook import capacity, recommend, rules, simulate, sizing, vllm_logs, vllm_memory
 from inferbook.hardware import GPUS
-from inferbook.hardware import gpu as gpu_preset
 from inferbook.models import MODELS
+from inferbook.hardware import gpu as gpu_preset
+from inferbook.models import model as model_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def _layout(model, gpu, tp, util):
 def _startup(model, gpu, tp, util, ctx, caps):
     spec = MODELS[model]
     return vllm_memory.vllm_startup(
-        spec, gpu, tp, max_model_len=min(ctx, spec.max_position_embeddings),
+        spec, gpu_preset(gpu), tp, max_model_len=min(ctx, spec.max_position_embeddings),
         gpu_memory_utilization=util, kv_dtype=KV, weight_dtype=WEIGHTS,
         max_num_batched_tokens=caps["max_num_batched_tokens"], max_num_seqs=caps["max_num_seqs"])
 
@@ -61,7 +62,7 @@ def test_plan_simulator_and_startup_agree(model, gpu, tp, util, ctx):
     # the recommender's layout holds vLLM's budget, term by term
     assert lay.budget == st.budget
     # the simulator's pool is the same blocks
-    blocks = simulate.kv_blocks(MODELS[model], gpu, tp, 16, KV, WEIGHTS,
+    blocks = simulate.kv_blocks(MODELS[model], gpu_preset(gpu), tp, 16, KV, WEIGHTS,
                                 max_num_seqs=caps["max_num_seqs"],
                                 max_num_batched_tokens=caps["max_num_batched_tokens"],
                                 gpu_memory_utilization=util)
@@ -79,12 +80,12 @@ def test_capacity_screens_with_the_simulators_budget(model, gpu, tp, ctx):
     ctx = min(ctx, spec.max_position_embeddings)
     for seqs, tokens in ((256, 8192), (32, 16384)):
         dep = simulate.Deployment(spec, gpu, tp, seqs, tokens, True, KV, WEIGHTS)
-        assert dep.num_blocks() == simulate.kv_blocks(spec, gpu, tp, 16, KV, WEIGHTS,
+        assert dep.num_blocks() == simulate.kv_blocks(spec, dep.gpu, tp, 16, KV, WEIGHTS,
                                                       max_num_seqs=seqs,
                                                       max_num_batched_tokens=tokens)
         try:
             st = vllm_memory.vllm_startup(
-                spec, gpu, tp, max_model_len=ctx, kv_dtype=KV, weight_dtype=WEIGHTS,
+                spec, dep.gpu, tp, max_model_len=ctx, kv_dtype=KV, weight_dtype=WEIGHTS,
                 max_num_batched_tokens=tokens, max_num_seqs=seqs,
                 gpu_memory_utilization=vllm_memory.DEFAULT_UTILIZATION)
         except ValueError:      # no memory for the cache at all
@@ -118,13 +119,13 @@ def test_recommend_llama_8b_on_one_h100_reads_the_one_budget():
     plan = recommend.recommend("Llama-3.1-8B", "1xH100", "chat")
     assert isinstance(plan, recommend.Plan) and plan.tensor_parallel == 1
     st = vllm_memory.vllm_startup(
-        "Llama-3.1-8B", "H100 SXM", 1, max_model_len=plan.max_model_len,
+        model_preset("Llama-3.1-8B"), gpu_preset("H100 SXM"), 1, max_model_len=plan.max_model_len,
         gpu_memory_utilization=plan.gpu_memory_utilization, kv_dtype=plan.kv_dtype,
         weight_dtype=plan.weight_dtype, max_num_batched_tokens=plan.max_num_batched_tokens,
         max_num_seqs=plan.max_num_seqs)
     assert plan.memory == st.budget
     assert plan.seqs_at_full_context == math.floor(st.max_concurrency)
-    blocks = simulate.kv_blocks(MODELS["Llama-3.1-8B"], "H100 SXM", 1, 16, plan.kv_dtype,
+    blocks = simulate.kv_blocks(MODELS["Llama-3.1-8B"], gpu_preset("H100 SXM"), 1, 16, plan.kv_dtype,
                                 plan.weight_dtype, max_num_seqs=plan.max_num_seqs,
                                 max_num_batched_tokens=plan.max_num_batched_tokens,
                                 gpu_memory_utilization=plan.gpu_memory_utilization)

@@ -17,6 +17,7 @@ from inferbook.hardware import gpu
 from inferbook.models import model
 from inferbook.steploop import Request
 from inferbook.workload import mixed_workload
+from inferbook.hardware import gpu as gpu_preset
 
 LLAMA8 = model("Llama-3.1-8B")
 
@@ -34,7 +35,7 @@ class Unit:
 
 def test_terms_match_roofline_and_sizing():
     eff = cost_model.Efficiency(0.5, 0.8, 0.7, 1e-3, 0.0, 0.0)
-    cm = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1, eff, "bf16", "bf16")
+    cm = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), 1, eff, "bf16", "bf16")
     shapes = [(1, 999)] * 8 + [(512, 0)]
     c = cm.cost(shapes)
     s = LLAMA8
@@ -54,8 +55,8 @@ def test_terms_match_roofline_and_sizing():
 
 
 def test_tensor_parallel_splits_work_and_adds_allreduce():
-    one = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
-    two = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 2)
+    one = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), 1)
+    two = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), 2)
     shapes = [(1, 500)] * 64
     assert two.cost(shapes).memory_s == pytest.approx(one.cost(shapes).memory_s / 2, rel=1e-6)
     assert two.cost(shapes).compute_s == pytest.approx(one.cost(shapes).compute_s / 2)
@@ -67,8 +68,8 @@ def test_tensor_parallel_splits_work_and_adds_allreduce():
 
 
 def test_fp8_weights_double_the_peak_on_hopper_only():
-    h100 = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", weight_dtype="fp8")
-    a100 = cost_model.CostModel.for_gpu(LLAMA8, "A100 80GB", weight_dtype="fp8")
+    h100 = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), weight_dtype="fp8")
+    a100 = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("A100 80GB"), weight_dtype="fp8")
     assert h100.peak_flops == 2 * gpu("H100 SXM").fp16_tensor_flops
     assert a100.peak_flops == gpu("A100 80GB").fp16_tensor_flops
 
@@ -77,7 +78,7 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="flops_efficiency"):
         cost_model.Efficiency(flops_efficiency=0)
     with pytest.raises(ValueError, match="heads"):
-        cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=3)
+        cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), tp=3)
     with pytest.raises(ValueError, match="chunked_prefill"):
         sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=10, max_num_batched_tokens=16)
 
@@ -190,7 +191,7 @@ def test_one_kth_of_an_offline_run_takes_the_whole_runs_steps():
     """k identical copies of 1/k of a fixed-length offline run (requests, batch limit, token
     budget, KV pool) step together: costing each step's sequences k times gives the whole run's
     time (the cheap path of tests/bench/bench_simulate.py)."""
-    cm = cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", 1)
+    cm = cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), 1)
     full = dict(num_blocks=400, max_num_seqs=32, max_num_batched_tokens=512, chunked_prefill=True)
     reqs = workload.fixed_workload(64, 100, 40)
     whole = sum(cm.step_time(s) for s in sim.step_shapes(reqs, **full))
@@ -221,17 +222,17 @@ def test_fitted_model_is_the_default_of_every_applied_path():
     data = json.loads((repo_root() / "outputs/benchmarks/simulate_published.json").read_text())
     assert cost_model.FITTED.eff == cost_model.Efficiency(**data["fitted_efficiency"])
     assert sim.Deployment(LLAMA8, "H100 SXM").eff == cost_model.FITTED.eff
-    assert cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").eff == cost_model.FITTED.eff
+    assert cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM")).eff == cost_model.FITTED.eff
     assert cost_model.FITTED.eff != cost_model.Efficiency()  # the fit is not the unfitted defaults
     assert "held-out" in cost_model.FITTED.error_sentence
 
 
 def test_decode_step_time_is_the_fitted_cost_models_decode_step():
-    t = cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 64, 1000)
+    t = cost_model.decode_step_time(LLAMA8, gpu_preset("H100 SXM"), 1, 64, 1000)
     assert t == cost_model.FITTED.cost_model(LLAMA8, "H100 SXM").step_time([(1, 999)] * 64)
-    assert cost_model.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 64, 1000) == pytest.approx(64 / t)
+    assert cost_model.decode_tokens_per_s(LLAMA8, gpu_preset("H100 SXM"), 1, 64, 1000) == pytest.approx(64 / t)
     # more sequences per step: more tokens per second (memory-bound decode)
-    assert cost_model.decode_tokens_per_s(LLAMA8, "H100 SXM", 1, 128, 1000) > 64 / t
+    assert cost_model.decode_tokens_per_s(LLAMA8, gpu_preset("H100 SXM"), 1, 128, 1000) > 64 / t
 
 
 def test_missing_fit_refuses_instead_of_using_defaults(tmp_path):
@@ -279,10 +280,10 @@ def _dep():
     (lambda: cost_model.Efficiency(flops_efficiency=math.nan), "flops_efficiency"),
     (lambda: cost_model.Efficiency(bandwidth_efficiency="0.5"), "bandwidth_efficiency"),
     (lambda: cost_model.Efficiency(step_overhead_s=math.inf), "step_overhead_s"),
-    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM", tp=0), "tp"),
-    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(0, 5)]), "new_tokens"),
-    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1, -5)]), "past_tokens"),
-    (lambda: cost_model.CostModel.for_gpu(LLAMA8, "H100 SXM").cost([(1,)]), "pair"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM"), tp=0), "tp"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM")).cost([(0, 5)]), "new_tokens"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM")).cost([(1, -5)]), "past_tokens"),
+    (lambda: cost_model.CostModel.for_gpu(LLAMA8, gpu_preset("H100 SXM")).cost([(1,)]), "pair"),
     (lambda: cost_model.CostModel.for_gpt(GPTConfig(vocab_size=8, n_positions=8, n_embd=8, n_layer=1,
                                              n_head=1), 0.0, cost_model.Efficiency()), "achieved_flops"),
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)], Unit(), num_blocks=0), "num_blocks"),
@@ -291,10 +292,10 @@ def _dep():
     (lambda: sim.serve_simulated([], Unit(), num_blocks=4), "at least one"),
     (lambda: sim.serve_simulated([Request(0, (1, 2), 2)] * 2, Unit(), num_blocks=4), "unique"),
     (lambda: sim.serve_simulated([Request(0, tuple(range(40)), 2)], Unit(), num_blocks=1), "could never"),
-    (lambda: sim.kv_blocks(LLAMA8, "H100 SXM", 1, block_size=0), "block_size"),
+    (lambda: sim.kv_blocks(LLAMA8, gpu_preset("H100 SXM"), 1, block_size=0), "block_size"),
     (lambda: cost_model.fit_cpu([[(1, 1)]] * 3, [0.1, math.nan, 0.1], GPTConfig()), r"seconds\[1\]"),
-    (lambda: cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 0, 10), "batch"),
-    (lambda: cost_model.decode_step_time(LLAMA8, "H100 SXM", 1, 1, 0), "context"),
+    (lambda: cost_model.decode_step_time(LLAMA8, gpu_preset("H100 SXM"), 1, 0, 10), "batch"),
+    (lambda: cost_model.decode_step_time(LLAMA8, gpu_preset("H100 SXM"), 1, 1, 0), "context"),
 ])
 def test_bad_input_is_refused_with_the_argument_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):

@@ -15,6 +15,8 @@ from inferbook.sizing import (
     max_batch, max_context, mha_kv_bytes_per_token_per_layer, min_tp_degree, tp_problem,
     valid_tp_degrees, weight_bytes, with_kv_heads,
 )
+from inferbook.models import model as model_preset
+from inferbook.hardware import gpu as gpu_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,9 +57,9 @@ def test_scale_overheads_are_counted():
     # llama.cpp blocks: block_q8_0 is 34 bytes, block_q4_0 18 bytes, per 32 values
     assert DTYPES["q8_0"].vector_bytes(32) == 34 and DTYPES["q4_0"].vector_bytes(32) == 18
     assert DTYPES["q8_0"].vector_bytes(128) == 4 * 34
-    assert kv_bytes_per_token_per_layer("Llama-3.1-8B", "int4") == 2 * 8 * 68
+    assert kv_bytes_per_token_per_layer(model_preset("Llama-3.1-8B"), "int4") == 2 * 8 * 68
     # MLA rows: latent 512 (4 groups) and rope key 64 (1 group) quantized separately
-    assert kv_bytes_per_token_per_layer("DeepSeek-V3", "int8") == (512 + 4 * 2) + (64 + 2)
+    assert kv_bytes_per_token_per_layer(model_preset("DeepSeek-V3"), "int8") == (512 + 4 * 2) + (64 + 2)
     # quantized weights: the linear layers at 4 bits plus group scales; embedding and LM head
     # stay at 16 bits (two 128256 x 4096 matrices for Llama-3.1-8B)
     emb = 2 * 128256 * 4096
@@ -78,8 +80,8 @@ def test_sliding_windows_cap_the_cache():
 
 
 def test_mla_vs_mha_for_deepseek_v3():
-    mla = kv_bytes_per_token_per_layer("DeepSeek-V3")
-    mha = mha_kv_bytes_per_token_per_layer("DeepSeek-V3")
+    mla = kv_bytes_per_token_per_layer(model_preset("DeepSeek-V3"))
+    mha = mha_kv_bytes_per_token_per_layer(model_preset("DeepSeek-V3"))
     assert mla == (512 + 64) * 2 == 1152
     assert mha == 128 * ((128 + 64) + 128) * 2 == 81920      # expanded K (192 wide) and V (128)
     assert mha / mla == pytest.approx(71.11, abs=0.01)
@@ -96,7 +98,7 @@ LLAMA3_70B = "Llama-3.1-70B"     # same attention shape as Llama-3-70B: 80 layer
 def test_lesson_7b_example():
     lesson_per_layer = 2 * 128 * 2                       # the lesson's "512 bytes"
     assert lesson_per_layer == 512
-    per_layer = kv_bytes_per_token_per_layer(LLAMA2_7B, "fp16")
+    per_layer = kv_bytes_per_token_per_layer(model(LLAMA2_7B), "fp16")
     assert per_layer == 16384 == 32 * lesson_per_layer   # it left out the 32 heads
     assert kv_bytes_per_token(LLAMA2_7B, "fp16") == 524288      # lesson: "16 KB"
     assert kv_bytes(LLAMA2_7B, 32768, 1, "fp16") == 17179869184  # lesson: "512 MB"
@@ -104,10 +106,10 @@ def test_lesson_7b_example():
 
 
 def test_lesson_70b_example():
-    assert kv_bytes_per_token_per_layer(LLAMA3_70B, "fp16") == 4096      # lesson right
+    assert kv_bytes_per_token_per_layer(model(LLAMA3_70B), "fp16") == 4096   # lesson right
     assert kv_bytes(LLAMA3_70B, 32768, 1, "fp16") == 10737418240        # lesson: "10.4 GB"
     assert kv_bytes(LLAMA3_70B, 131072, 1, "fp16") == 42949672960 > gpu("A100 40GB").hbm_bytes
-    mha = with_kv_heads(LLAMA3_70B, 64)
+    mha = with_kv_heads(model(LLAMA3_70B), 64)
     assert kv_bytes_per_token_per_layer(mha, "fp16") == 32768
     assert kv_bytes(mha, 32768, 1, "fp16") == 85899345920               # lesson: "32 GB"
 
@@ -163,8 +165,8 @@ def test_min_tp_degree():
 
 def test_tensor_parallel_rules():
     assert valid_tp_degrees("Qwen2.5-7B", 28) == [1, 2, 4, 28]  # 28 heads, 4 KV heads
-    assert "4 KV heads can be neither" in tp_problem("Qwen2.5-7B", 7)
-    assert "28 attention heads" in tp_problem("Qwen2.5-7B", 8)
+    assert "4 KV heads can be neither" in tp_problem(model_preset("Qwen2.5-7B"), 7)
+    assert "28 attention heads" in tp_problem(model_preset("Qwen2.5-7B"), 8)
     # more GPUs than KV heads: each GPU keeps one (replicated) KV head
     r16 = kv_bytes_per_gpu("Llama-3.1-405B", 16, 1024, 1, "bf16")
     assert r16 == kv_bytes_per_gpu("Llama-3.1-405B", 8, 1024, 1, "bf16") == kv_bytes("Llama-3.1-405B", 1024) // 8
@@ -184,8 +186,8 @@ def test_tensor_parallel_rules():
     (lambda: fits("Llama-3.1-8B", "Z100"), "unknown GPU preset"),
     (lambda: fits("Llama-3.1-8B", "H100 SXM", reserve_fraction=1.0), r"reserve_fraction must be a finite number in \[0, 1\)"),
     (lambda: fits("Llama-3.1-8B", "H100 SXM", n_gpus=0), "n_gpus must be a positive integer"),
-    (lambda: with_kv_heads("Llama-3.1-8B", 3), "not divisible"),
-    (lambda: with_kv_heads("DeepSeek-V3", 8), "MLA"),
+    (lambda: with_kv_heads(model_preset("Llama-3.1-8B"), 3), "not divisible"),
+    (lambda: with_kv_heads(model_preset("DeepSeek-V3"), 8), "MLA"),
     (lambda: max_context("Llama-3.1-8B", "H100 SXM", batch=0), "batch"),
 ])
 def test_bad_inputs_raise(call, message):
@@ -264,11 +266,11 @@ def test_shared_arguments_come_in_the_same_order():
     (lambda: kv_bytes_per_gpu("Llama-3.1-8B", 1, "H100", 1), ValueError, "ctx_tokens"),
     (lambda: fits("Llama-3.1-8B", "H100", reserve_fraction=float("nan")), ValueError,
      "reserve_fraction must be a finite number"),
-    (lambda: sizing.memory_budget("Llama-3.1-8B", "H100", gpu_memory_utilization=0),
+    (lambda: sizing.memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("H100"), gpu_memory_utilization=0),
      ValueError, r"gpu_memory_utilization must be a finite number in \(0, 1\]"),
     (lambda: kv_bytes_per_gpu("Llama-3.1-8B", 1, 1024, window_extra_tokens=-1), ValueError,
      "window_extra_tokens"),
-    (lambda: sizing.sequences_that_fit(10**12, "Llama-3.1-8B", 1, 1024,
+    (lambda: sizing.sequences_that_fit(10**12, model("Llama-3.1-8B"), 1, 1024,
                                        shared_prefix_tokens=1024), ValueError,
      "shared_prefix_tokens"),
 ])
@@ -279,14 +281,29 @@ def test_bad_inputs_name_the_argument_and_the_rule(call, error, message):
 
 def test_names_are_resolved_by_the_public_functions_not_the_helpers_below_them():
     """kv_bytes and fits take a preset name (the reader's calculator); the helpers they call
-    take the one ModelSpec the public function resolved, and refuse a name."""
-    spec = model("Llama-3.1-8B")
+    take the one ModelSpec the public function resolved, and refuse a name with a TypeError that
+    says where to resolve it."""
+    spec, h100 = model("Llama-3.1-8B"), gpu("H100")
     assert sizing.kv_heads_per_gpu(spec, 2) == 4 and sizing.embedding_params(spec) > 0
     for helper in (lambda: sizing.kv_heads_per_gpu("Llama-3.1-8B", 2),
-                   lambda: sizing.embedding_params("Llama-3.1-8B")):
-        with pytest.raises(TypeError, match=r"spec must be a ModelSpec \(for a preset name, models.model"):
+                   lambda: sizing.embedding_params("Llama-3.1-8B"),
+                   lambda: sizing.tp_problem("Llama-3.1-8B", 2),
+                   lambda: sizing.weight_bytes_per_gpu("Llama-3.1-8B", 2),
+                   lambda: sizing.kv_bytes_per_token_per_layer("Llama-3.1-8B"),
+                   lambda: sizing.with_kv_heads("Llama-3.1-8B", 1),
+                   lambda: sizing.sequences_that_fit(10**10, "Llama-3.1-8B", 1, 1024),
+                   lambda: sizing.memory_budget("Llama-3.1-8B", h100)):
+        with pytest.raises(TypeError, match=r"spec must be a ModelSpec, got the name "
+                                            r"'Llama-3.1-8B': resolve it once at the entry point, "
+                                            r"models.model\('Llama-3.1-8B'\)"):
             helper()
+    with pytest.raises(TypeError, match=r"gpu must be a hardware.GPU, got the name 'H100'"):
+        sizing.memory_budget(spec, "H100")
+    # the entry points resolve once and hand the helpers the objects
     assert kv_bytes("Llama-3.1-8B", 1024) == kv_bytes(spec, 1024)
+    assert fits("Llama-3.1-8B", "H100", 2) == fits(spec, h100, 2)
+    assert valid_tp_degrees("Llama-3.1-8B") == valid_tp_degrees(spec)
+    assert min_tp_degree("Llama-3.1-70B", "H100") == min_tp_degree(model("Llama-3.1-70B"), h100)
 
 
 def test_sliding_windows_in_flight_and_shared_prefixes():

@@ -6,6 +6,7 @@ import pytest
 from inferbook import recommend, vllm_logs
 from inferbook import vllm_gpu_check as check
 from inferbook.hardware import GPUS
+from inferbook.hardware import gpu as gpu_preset
 
 
 def test_without_a_colab_gpu_it_prints_one_line_and_installs_nothing(monkeypatch):
@@ -55,7 +56,7 @@ def test_bad_log_is_a_value_error():
 
 # -- every failure path, with fakes: one clear line, no traceback --------------------------------
 
-def opted_in(monkeypatch, gpu="T4", online=True, pip=None, serve=None):
+def opted_in(monkeypatch, gpu=gpu_preset("T4"), online=True, pip=None, serve=None):
     """Opt in, fake the GPU, the network, pip and `vllm serve`; return the calls made."""
     calls = []
     monkeypatch.setenv("INFERBOOK_RUN_VLLM", "1")

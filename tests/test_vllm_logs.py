@@ -14,6 +14,8 @@ from inferbook import sizing, vllm_logs, vllm_memory
 from inferbook.hardware import GPUS
 from inferbook.models import MODELS, ModelSpec
 from inferbook.vllm_memory import parse_version
+from inferbook.models import model as model_preset
+from inferbook.hardware import gpu as gpu_preset
 
 GiB = 2**30
 ROWS = vllm_logs.vllm_log_table()
@@ -116,7 +118,7 @@ def test_weights_include_the_rotary_cache_as_model_loading_took_does():
         assert abs(r.predicted_weights_gib - r.logged_weights_gib) < 0.002, r.id
     spec = MODELS["Llama-3.1-8B"]
     assert vllm_memory.vllm_rope_cache_bytes(spec) == 131072 * 128 * 2
-    b = vllm_memory.vllm_memory_budget(spec, "L4", 1, max_num_batched_tokens=2048, max_num_seqs=128)
+    b = vllm_memory.vllm_memory_budget(spec, gpu_preset("L4"), 1, max_num_batched_tokens=2048, max_num_seqs=128)
     assert b.weight_bytes == sizing.weight_bytes_per_gpu(spec, 1) + 131072 * 128 * 2
     # without the cache the prediction misses the log by the cache's 0.031 GiB
     l4 = next(r for r in rows if r.id == "abinavchandar-llama31-8b-l4")
@@ -228,42 +230,42 @@ def test_version_rules_for_the_token_count():
 
 def test_cuda_graphs_are_deducted_from_0_21_only():
     kw = dict(max_num_batched_tokens=2048, max_num_seqs=256, gpu_memory_utilization=0.9)
-    new = vllm_memory.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw, vllm_version="0.21.0")
-    old = vllm_memory.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw, vllm_version="0.20.0",
+    new = vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("L40S"), **kw, vllm_version="0.21.0")
+    old = vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("L40S"), **kw, vllm_version="0.20.0",
                                     flashinfer_sampler=True)
     assert new.runtime.cuda_graph_bytes > 0 and old.runtime.cuda_graph_bytes == 0
     assert old.available_kv_bytes - new.available_kv_bytes == vllm_memory.vllm_cuda_graph_bytes(1)
-    eager = vllm_memory.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw, cuda_graphs=False,
+    eager = vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("L40S"), **kw, cuda_graphs=False,
                                       vllm_version="0.21.0")
     assert eager.available_kv_bytes == old.available_kv_bytes
-    assert vllm_memory.vllm_memory_budget("Llama-3.1-8B", "L40S", **kw).runtime.cuda_graph_bytes  # 0.33
+    assert vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("L40S"), **kw).runtime.cuda_graph_bytes  # 0.33
 
 
 def test_terms_grow_as_vllm_says():
     kw = dict(max_num_batched_tokens=8192, max_num_seqs=1024)
-    dense = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", 1, max_num_batched_tokens=16384,
+    dense = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), 1, max_num_batched_tokens=16384,
                                          max_num_seqs=1)
-    moe = vllm_memory.vllm_activation_bytes("Mixtral-8x7B", 1, max_num_batched_tokens=16384,
+    moe = vllm_memory.vllm_activation_bytes(model_preset("Mixtral-8x7B"), 1, max_num_batched_tokens=16384,
                                        max_num_seqs=1)
     assert moe > dense                                             # MoE peaks higher
     assert vllm_memory.vllm_non_torch_bytes(4) > vllm_memory.vllm_non_torch_bytes(2) > \
         vllm_memory.vllm_non_torch_bytes(1)
     # the sampler by path (vllm_memory.SAMPLER_EXTRA_BYTES): PyTorch's sort (0.16) costs about
     # 2.5x the Triton top-k/top-p path (0.17-0.20) and FlashInfer's (0.21+)
-    sort = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **kw, vllm_version="0.16.0")
-    tri = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **kw, vllm_version="0.19.1")
-    fi = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **kw, vllm_version="0.21.0",
+    sort = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **kw, vllm_version="0.16.0")
+    tri = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **kw, vllm_version="0.19.1")
+    fi = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **kw, vllm_version="0.21.0",
                                            flashinfer_sampler=True)
     assert sort > 2.5 * fi and tri > fi
     # 0.33's Model Runner V2 profiles the warm-up pass: model-dtype logits + float32 copy +
     # FlashInfer's mask and softmax (at least 6 bytes per row x vocab); 0.30's V2 only the logits
     rows = dict(max_num_batched_tokens=1024, max_num_seqs=1024)     # the sampler dominates
-    v2 = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **rows)
+    v2 = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **rows)
     assert v2 == 1024 * 128256 * (2 + 12) + 1024 * 4096 * 2
     assert v2 >= 1024 * 128256 * 6
-    v2_030 = vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **rows, vllm_version="0.30.0")
+    v2_030 = vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **rows, vllm_version="0.30.0")
     assert v2_030 < v2 / 3
-    assert vllm_memory.vllm_activation_bytes("Llama-3.1-8B", **rows, flashinfer_sampler=False) \
+    assert vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), **rows, flashinfer_sampler=False) \
         == 1024 * 128256 * (2 + 8) + 1024 * 4096 * 2
 
 
@@ -290,51 +292,51 @@ def test_model_runner_v2_defaults_by_version():
 
 
 def test_vllm_startup_end_to_end_and_its_refusal():
-    s = vllm_memory.vllm_startup("Llama-3.1-8B", "H100", 1, max_model_len=8192)
+    s = vllm_memory.vllm_startup(model_preset("Llama-3.1-8B"), gpu_preset("H100"), 1, max_model_len=8192)
     assert s.max_num_batched_tokens == 8192 and s.max_num_seqs == 1024        # H100 defaults
     assert s.budget.usable_bytes == math.ceil(GPUS["H100 SXM"].memory_bytes * 0.92)
     assert s.kv_tokens == s.kv_cache.kv_tokens and s.max_concurrency > 40
-    assert vllm_memory.vllm_default_caps("A100 80GB") == (2048, 256)
-    assert vllm_memory.vllm_default_caps("B200") == (16384, 1024)
+    assert vllm_memory.vllm_default_caps(gpu_preset("A100 80GB")) == (2048, 256)
+    assert vllm_memory.vllm_default_caps(gpu_preset("B200")) == (16384, 1024)
     with pytest.raises(ValueError, match="gpu_memory_utilization.*No available memory"):
-        vllm_memory.vllm_startup("Llama-3.1-70B", "H100", 1)
+        vllm_memory.vllm_startup(model_preset("Llama-3.1-70B"), gpu_preset("H100"), 1)
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=-1, max_model_len=10),
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=-1, max_model_len=10),
      ValueError, "available_bytes"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=0),
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=0),
      ValueError, "max_model_len"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=8,
                                   block_size=0), ValueError, "block_size"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=8,
                                   vllm_version="latest"), ValueError, "vllm_version"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=8,
                                   vllm_version=0.33), TypeError, "vllm_version"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=8,
                                   hybrid_kv_cache_manager="yes"), TypeError,
      "hybrid_kv_cache_manager"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 3, available_bytes=GiB, max_model_len=8),
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 3, available_bytes=GiB, max_model_len=8),
      ValueError, "n_gpus"),
-    (lambda: vllm_memory.vllm_kv_cache("Llama-3.1-8B", 1, available_bytes=GiB, max_model_len=8,
+    (lambda: vllm_memory.vllm_kv_cache(model_preset("Llama-3.1-8B"), 1, available_bytes=GiB, max_model_len=8,
                                   kv_dtype="fp5"), ValueError, "kv_dtype"),
-    (lambda: vllm_memory.vllm_memory_budget("Llama-3.1-8B", "H100", gpu_memory_utilization=1.5,
+    (lambda: vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("H100"), gpu_memory_utilization=1.5,
                                        max_num_batched_tokens=8, max_num_seqs=1),
      ValueError, "gpu_memory_utilization"),
-    (lambda: vllm_memory.vllm_memory_budget("Llama-3.1-8B", "H100", max_num_batched_tokens=8,
+    (lambda: vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("H100"), max_num_batched_tokens=8,
                                        max_num_seqs=1, weight_bytes=-5), ValueError,
      "weight_bytes"),
-    (lambda: vllm_memory.vllm_memory_budget("Llama-3.1-8B", "H100", max_num_batched_tokens=8,
+    (lambda: vllm_memory.vllm_memory_budget(model_preset("Llama-3.1-8B"), gpu_preset("H100"), max_num_batched_tokens=8,
                                        max_num_seqs=1, cuda_graphs=1), TypeError, "cuda_graphs"),
-    (lambda: vllm_memory.vllm_activation_bytes("Llama-3.1-8B", max_num_batched_tokens=8,
+    (lambda: vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), max_num_batched_tokens=8,
                                           max_num_seqs=0), ValueError, "max_num_seqs"),
-    (lambda: vllm_memory.vllm_activation_bytes("Llama-3.1-8B", max_num_batched_tokens=8,
+    (lambda: vllm_memory.vllm_activation_bytes(model_preset("Llama-3.1-8B"), max_num_batched_tokens=8,
                                           max_num_seqs=1, flashinfer_sampler="on"), TypeError,
      "flashinfer_sampler"),
-    (lambda: vllm_memory.vllm_startup("Llama-3.1-8B", "H100", max_model_len=-4), ValueError,
+    (lambda: vllm_memory.vllm_startup(model_preset("Llama-3.1-8B"), gpu_preset("H100"), max_model_len=-4), ValueError,
      "max_model_len"),
     (lambda: vllm_memory.vllm_non_torch_bytes(0), ValueError, "n_gpus"),
-    (lambda: vllm_memory.vllm_default_caps("H100", max_model_len=0, vllm_version="0.6.0"),
+    (lambda: vllm_memory.vllm_default_caps(gpu_preset("H100"), max_model_len=0, vllm_version="0.6.0"),
      ValueError, "max_model_len"),
     (lambda: vllm_logs.log_model("no-such-model"), ValueError, "key"),
     (lambda: vllm_logs.records(path=5), TypeError, "path"),
@@ -342,8 +344,8 @@ def test_vllm_startup_end_to_end_and_its_refusal():
     (lambda: vllm_logs.summary(["row"]), TypeError, "rows"),
     (lambda: vllm_logs.format_table("rows"), TypeError, "rows"),
     (lambda: vllm_logs.summary(held_out="yes"), TypeError, "held_out"),
-    (lambda: vllm_memory.vllm_model_runner("Llama-3.1-8B", "0.x"), ValueError, "vllm_version"),
-    (lambda: vllm_memory.vllm_rope_cache_bytes("no-such-model"), ValueError, "no-such-model"),
+    (lambda: vllm_memory.vllm_model_runner(model_preset("Llama-3.1-8B"), "0.x"), ValueError, "vllm_version"),
+    (lambda: vllm_memory.vllm_rope_cache_bytes(model_preset("no-such-model")), ValueError, "no-such-model"),
     (lambda: ModelSpec.from_hf_config({}, name=3), TypeError, "name"),
 ])
 def test_bad_input_names_the_argument(call, error, message):

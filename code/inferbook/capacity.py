@@ -15,6 +15,7 @@ import math
 from . import sizing, validate, vllm_memory
 from .cost_model import FITTED
 from .decision import Decision
+from .hardware import GPU
 from .hardware import gpu as gpu_preset
 from .metrics import p90
 from .models import ModelSpec, as_spec
@@ -22,10 +23,11 @@ from .simulate import Deployment
 from .workload import fixed_workload
 
 
-def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prompt_tokens: int,
-                    output_tokens: int, ttft_p90_s: float, tpot_p90_s: float, kv_dtype: str = "fp16",
-                    weight_dtype: str = "fp16", max_gpus: int = 8, n_requests: int = 400,
-                    seed: int = 0) -> Decision:
+def decide_capacity(spec: ModelSpec | str, gpu_name: GPU | str, *, request_rate: float,
+                    prompt_tokens: int, output_tokens: int, ttft_p90_s: float, tpot_p90_s: float,
+                    kv_dtype: str = "fp16", weight_dtype: str = "fp16", max_gpus: int = 8,
+                    n_requests: int = 400, seed: int = 0,
+                    gpu_memory_utilization: float = vllm_memory.DEFAULT_UTILIZATION) -> Decision:
     """Return the replica count, TP degree and `max_num_seqs` that meet p90 TTFT/TPOT targets at
     `request_rate` requests/s with the fewest GPUs, simulated; with the predicted p90s.
 
@@ -34,10 +36,19 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
     (`holds_one_request`), the smallest replica count whose simulated p90s
     meet both targets (Poisson arrivals, fixed lengths, round-robin routing, chunked prefill).
     Fewest GPUs wins; ties go to the smaller TP degree, then the larger `max_num_seqs`.
+    `gpu_memory_utilization` (vLLM's, in (0, 1]; default its 0.33.0 default,
+    `vllm_memory.DEFAULT_UTILIZATION`) sizes each replica's KV pool: a lower one leaves fewer
+    blocks, never more, so more requests wait or are preempted (tests/test_capacity.py: it never
+    lowers the GPUs a plan needs).
     `value`: dict(tensor_parallel_size, replicas, max_num_seqs, p90_ttft_s, p90_tpot_s); None
     when nothing up to 64 replicas meets the targets.
+
+    An entry point (chapter 9 and the recommender call it): `spec` and `gpu_name` may be preset
+    names, resolved here once.
     """
-    spec, gpu_name = as_spec(spec), gpu_preset(gpu_name).name
+    spec, g = as_spec(spec), gpu_preset(gpu_name)
+    gpu_name = g.name
+    util = sizing.fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
     for name, v in (("request_rate", request_rate), ("ttft_p90_s", ttft_p90_s), ("tpot_p90_s", tpot_p90_s)):
         if validate.finite_float(name, v) <= 0:
             raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
@@ -64,8 +75,8 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
                 limit = gpus // tp if tp < best_tp else (gpus - 1) // tp
             if limit < 1:
                 continue
-            dep = Deployment(spec, gpu_name, tp, seqs, max(8192, prompt_tokens), True, kv_dtype,
-                             weight_dtype, eff=eff)
+            dep = Deployment(spec, g, tp, seqs, max(8192, prompt_tokens), True, kv_dtype,
+                             weight_dtype, eff=eff, gpu_memory_utilization=util)
             if not holds_one_request(dep, ctx):
                 continue
             found = _min_replicas(dep, request_rate, prompt_tokens, output_tokens, n_requests,
@@ -82,6 +93,8 @@ def decide_capacity(spec: ModelSpec, gpu_name: str, *, request_rate: float, prom
                    f"Poisson arrivals at {request_rate:g}/s routed at random, so each of n replicas "
                    f"sees Poisson arrivals at {request_rate:g}/n per second, "
                    f"chunked prefill, {weight_dtype} weights, {kv_dtype} KV cache, "
+                   + ("" if util == vllm_memory.DEFAULT_UTILIZATION else
+                      f"--gpu-memory-utilization {util:g}, ") +
                    f"efficiency: {eff.flops_efficiency:.2f} of peak FLOP/s, "
                    f"{eff.bandwidth_efficiency:.2f} of HBM bandwidth, "
                    f"{eff.link_efficiency:.2f} of link bandwidth, "
@@ -112,7 +125,7 @@ def request_blocks(dep: Deployment, ctx_tokens: int) -> int:
 
 
 def holds_one_request(dep: Deployment, ctx_tokens: int) -> bool:
-    """Return whether `dep`'s KV pool (`Deployment.num_blocks`: vLLM's budget at its default
+    """Return whether `dep`'s KV pool (`Deployment.num_blocks`: vLLM's budget at the deployment's
     `gpu_memory_utilization`, `simulate.kv_blocks`) holds one request of `ctx_tokens` tokens:
     vLLM's own start-up check (maximum concurrency >= 1)."""
     return dep.num_blocks() >= request_blocks(dep, ctx_tokens)

@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from . import roofline, sizing, validate
-from .hardware import GPU
+from .hardware import GPU, require_gpu
 from .hardware import gpu as gpu_preset
-from .models import ModelSpec, as_spec
+from .models import ModelSpec, as_spec, require_spec
 
 MAX_BATCH = 2**20     # more sequences in one step (or replicas, or requests) is a mistake
 
@@ -148,7 +148,7 @@ class CostModel:
             raise ValueError(f"tp={self.tp} needs link_bytes_per_s for the all-reduce")
 
     @classmethod
-    def for_gpu(cls, spec: ModelSpec, gpu: GPU | str, tp: int = 1, eff: Efficiency | None = None,
+    def for_gpu(cls, spec: ModelSpec, gpu: GPU, tp: int = 1, eff: Efficiency | None = None,
                 kv_dtype: str = "fp16", weight_dtype: str = "fp16") -> CostModel:
         """Return the cost model of `spec` on `tp` GPUs of type `gpu` (weights sharded by TP);
         `eff` None: the efficiencies fitted on published runs (`FITTED`).
@@ -156,7 +156,7 @@ class CostModel:
         FP8 weights on a GPU with FP8 tensor cores (compute capability ≥ 8.9) run at twice the
         FP16 peak, as NVIDIA's datasheets state for Ada and Hopper.
         """
-        spec, g = as_spec(spec), gpu_preset(gpu)
+        spec, g = require_spec(spec), require_gpu(gpu)
         tp = validate.positive_int("tp", tp)
         _eff(eff), sizing.get_dtype(kv_dtype, "kv_dtype"), sizing.get_dtype(weight_dtype, "weight_dtype")
         problem = sizing.tp_problem(spec, tp)
@@ -382,10 +382,12 @@ class FittedGPUModel:
                 f"{len(errs)} held-out published runs is {np.median(errs):.0%} median, "
                 f"{max(errs):.0%} worst")
 
-    def cost_model(self, spec: ModelSpec, gpu: GPU | str, tp: int = 1, kv_dtype: str = "fp16",
+    def cost_model(self, spec: ModelSpec | str, gpu: GPU | str, tp: int = 1, kv_dtype: str = "fp16",
                    weight_dtype: str = "fp16") -> CostModel:
-        """Return `CostModel.for_gpu` with the fitted efficiencies."""
-        return CostModel.for_gpu(spec, gpu, tp, self.efficiency(), kv_dtype, weight_dtype)
+        """Return `CostModel.for_gpu` with the fitted efficiencies. An entry point (chapter 9
+        calls it with a GPU name): `spec` and `gpu` may be preset names, resolved here once."""
+        return CostModel.for_gpu(as_spec(spec), gpu_preset(gpu), tp, self.efficiency(), kv_dtype,
+                                 weight_dtype)
 
 
 def load_fitted(path: Path = _PUBLISHED_JSON) -> FittedGPUModel:
@@ -406,7 +408,7 @@ FITTED = load_fitted()
 GPU_EFFICIENCY = FITTED.eff  # the fitted efficiencies (chapter 9's name for them)
 
 
-def decode_step_time(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, context: int, *,
+def decode_step_time(spec: ModelSpec, gpu: GPU, tp: int, batch: int, context: int, *,
                      kv_dtype: str = "fp16", weight_dtype: str = "fp16",
                      eff: Efficiency | None = None) -> float:
     """Return the seconds of one decode step of `batch` sequences, each `context` tokens long
@@ -417,7 +419,7 @@ def decode_step_time(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, conte
     return cm.step_time([(1, context - 1)] * batch)
 
 
-def decode_tokens_per_s(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, context: int, *,
+def decode_tokens_per_s(spec: ModelSpec, gpu: GPU, tp: int, batch: int, context: int, *,
                         kv_dtype: str = "fp16", weight_dtype: str = "fp16",
                         eff: Efficiency | None = None) -> float:
     """Return the output tokens per second of one replica decoding `batch` sequences at
@@ -427,13 +429,13 @@ def decode_tokens_per_s(spec: ModelSpec, gpu: GPU | str, tp: int, batch: int, co
                                     weight_dtype=weight_dtype, eff=eff)
 
 
-def roofline_decode_seconds(spec: ModelSpec, gpu: GPU | str, n_gpus: int, batch: int,
+def roofline_decode_seconds(spec: ModelSpec, gpu: GPU, n_gpus: int, batch: int,
                             weight_bytes: float, kv_bytes: float) -> float:
     """Return the roofline bound on one decode step of `batch` sequences spread over `n_gpus`
     (TP × PP) GPUs: max(bytes / bandwidth, FLOPs / peak) with `weight_bytes` and `kv_bytes` read
     per GPU, 2 FLOPs per active weight per token. The planner's fallback for a GPU without a
     published FP16 peak, for which no step-cost model is fitted (bandwidth alone bounds it)."""
-    spec, g = as_spec(spec), gpu_preset(gpu)
+    spec, g = require_spec(spec), require_gpu(gpu)
     n_gpus = validate.positive_int("n_gpus", n_gpus)
     batch = validate.integer("batch", batch, 0, MAX_BATCH)
     weight_bytes = validate.finite_float("weight_bytes", weight_bytes, minimum=0.0)

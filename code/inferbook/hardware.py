@@ -253,3 +253,16 @@ def gpu(name: str | GPU) -> GPU:
             return value
     raise ValueError(f"name: unknown GPU preset {name!r}; known presets: {', '.join(GPUS)} "
                      f"(aliases: {', '.join(sorted({'H100', 'A100', '4090'}))})")
+
+
+def require_gpu(value, name: str = "gpu") -> GPU:
+    """Return `value` if it is a `GPU`; TypeError otherwise. For the package's inner functions:
+    a preset name is resolved once, where the reader's call comes in (`gpu(name)`), and only the
+    `GPU` travels further, so a name reaching an inner function is a bug, not an input."""
+    if isinstance(value, GPU):
+        return value
+    from .validate import ArgumentTypeError   # a TypeError (numpy only on this path)
+    if isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a hardware.GPU, got the name {value!r}: resolve "
+                                f"it once at the entry point, hardware.gpu({value!r})")
+    raise ArgumentTypeError(f"{name} must be a hardware.GPU, got {type(value).__name__}")

@@ -301,7 +301,7 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     `active_only=True` counts a token's share of an MoE: its `num_experts_per_tok` routed experts
     (plus shared experts, router and everything outside the MLP).
     """
-    spec = as_spec(spec)
+    spec = require_spec(spec)
     if not isinstance(active_only, bool):
         raise TypeError(f"active_only must be True or False, got {active_only!r}")
     h = spec.hidden_size
@@ -597,3 +597,19 @@ def as_spec(spec) -> ModelSpec:
         raise TypeError("a config.json dict is not a ModelSpec: convert it with "
                         "ModelSpec.from_hf_config(config)")
     raise TypeError(f"spec must be a ModelSpec or a preset name, got {type(spec).__name__}")
+
+
+def require_spec(value, name: str = "spec") -> ModelSpec:
+    """Return `value` if it is a `ModelSpec`; TypeError otherwise. For the package's inner
+    functions: a preset name is resolved once, where the reader's call comes in (`as_spec`,
+    `model`), and only the `ModelSpec` travels further."""
+    if isinstance(value, ModelSpec):
+        return value
+    from .validate import ArgumentTypeError   # a TypeError (numpy only on this path)
+    if isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a ModelSpec, got the name {value!r}: resolve it "
+                                f"once at the entry point, models.model({value!r})")
+    if isinstance(value, dict):
+        raise ArgumentTypeError(f"{name}: a config.json dict is not a ModelSpec: convert it "
+                                "with ModelSpec.from_hf_config(config)")
+    raise ArgumentTypeError(f"{name} must be a ModelSpec, got {type(value).__name__}")

@@ -125,7 +125,7 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def resolve_gpus(gpus) -> tuple[GPU, int]:
+def resolve_gpus(gpus: str | tuple[str, int] | GPU) -> tuple[GPU, int]:
     """Return (GPU preset, count) from "4xH100", ("H100", 4), a GPU, or a preset name."""
     if isinstance(gpus, GPU):
         return gpus, 1
@@ -251,7 +251,8 @@ class Refusal:
         return f"refused: {self.model} on {self.num_gpus}x {self.gpu}: {self.reason}"
 
 
-def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: str | None = None,
+def recommend(model: ModelSpec | str, gpus: str | tuple[str, int] | GPU,
+              workload: Workload | str = "chat", *, served_model: str | None = None,
               gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
               request_rate: float | None = None, ttft_p90_s: float | None = None,
               tpot_p90_s: float | None = None, base_model: bool = False) -> Plan | Refusal:
@@ -262,6 +263,9 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
     repository, or its base one with `base_model=True`; a published quantized checkpoint when
     the plan needs one). request_rate, ttft_p90_s, tpot_p90_s: size TP, replicas and
     --max-num-seqs with chapter 9's simulator instead of the memory-only rules.
+
+    An entry point: the model and GPU names are resolved here, once; every rule below takes the
+    resolved `ModelSpec` and `GPU`.
     """
     spec, (g, n), w = as_spec(model), resolve_gpus(gpus), _workload(workload)
     util = _arguments(served_model, gpu_memory_utilization, base_model)
@@ -281,7 +285,7 @@ def recommend(model, gpus, workload: Workload | str = "chat", *, served_model: s
     if weights.value["quantization"] == "awq" and served_model is None:
         return _refuse_awq(spec, g, n, w)
     capacity = _capacity(spec, g, w, weights.value["weight_dtype"], req.kv_dtype, request_rate,
-                         ttft_p90_s, tpot_p90_s)
+                         ttft_p90_s, tpot_p90_s, util)
     parallel = _decide_parallelism(spec, g, w, req, weights, capacity)
     if parallel.value is None:
         return Refusal(spec.name, g.name, n, w, parallel.reason,
@@ -393,7 +397,7 @@ def _workload(workload) -> Workload:
     return w
 
 
-def _capacity(spec, g, w, weight_dtype, kv_dtype, request_rate, ttft_p90_s, tpot_p90_s):
+def _capacity(spec, g, w, weight_dtype, kv_dtype, request_rate, ttft_p90_s, tpot_p90_s, util):
     """Return chapter 9's capacity decision, or None when no rate and targets are given."""
     given = [request_rate, ttft_p90_s, tpot_p90_s]
     if all(v is None for v in given):
@@ -405,10 +409,11 @@ def _capacity(spec, g, w, weight_dtype, kv_dtype, request_rate, ttft_p90_s, tpot
     if w.output_tokens is None:
         raise ValueError("capacity planning needs Workload(output_tokens=...): the simulator "
                          "splits each typical request into prompt and output")
-    decision = decide_capacity(spec, g.name, request_rate=request_rate,
+    decision = decide_capacity(spec, g, request_rate=request_rate,
                                prompt_tokens=w.sizing_tokens - w.output_tokens,
                                output_tokens=w.output_tokens, ttft_p90_s=ttft_p90_s,
-                               tpot_p90_s=tpot_p90_s, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+                               tpot_p90_s=tpot_p90_s, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                               gpu_memory_utilization=util)
     return decision if decision.value is not None else Decision(
         None, decision.reason, rules.CH_SERVING, decision.citation)
 

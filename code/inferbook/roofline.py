@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import validate
-from .hardware import GPU
-from .hardware import gpu as _gpu_preset
+from .hardware import GPU, require_gpu
 
 # Peak FP32 throughput of the CUDA cores (fused multiply-add, no tensor cores), FLOP/s, from the
 # datasheets of `inferbook.hardware`'s presets. A kernel whose matmuls compile to FMA
@@ -47,12 +46,9 @@ class ForwardCost:
 
 
 def _gpu(gpu) -> GPU:
-    """Return `gpu` (a `hardware.GPU` or a preset name) as a GPU; raise otherwise."""
-    if isinstance(gpu, GPU):
-        return gpu
-    if not isinstance(gpu, str):
-        raise validate.ArgumentTypeError(f"gpu must be a hardware.GPU or a preset name, got {type(gpu).__name__}")
-    return _gpu_preset(gpu)
+    """Return `gpu` if it is a `hardware.GPU`; TypeError otherwise (a preset name included:
+    the caller resolves it once, `hardware.gpu(name)`)."""
+    return require_gpu(gpu)
 
 
 def forward_cost(

@@ -193,11 +193,10 @@ def layout(spec: ModelSpec, g: GPU, tp: int, pp: int, weight_dtype: str, req: Pl
     dp = req.n_gpus // (tp * pp)
     batching = decide_batching(g, req.priority, req.concurrency, dp)
     caps = batching.value
-    # the one vLLM budget (vllm_memory.vllm_memory_budget), as the simulator and the log check
-    budget = vllm_memory.vllm_memory_budget(
-        spec, g, tp, gpu_memory_utilization=req.utilization, weight_dtype=weight_dtype,
-        max_num_batched_tokens=caps["max_num_batched_tokens"],
-        max_num_seqs=caps["max_num_seqs"], pipeline_parallel=pp)
+    # the one vLLM budget (vllm_memory.layout_budget), as the simulator and the log check read
+    budget = vllm_memory.layout_budget(vllm_memory.EngineLayout(
+        spec, g, tp, pp, weight_dtype, caps["max_num_batched_tokens"], caps["max_num_seqs"],
+        req.utilization))
     if ep > 1:
         experts = expert_bytes(spec, weight_dtype)
         weights = (sizing.weight_bytes(spec, weight_dtype) - experts + ceil_div(experts, ep)

@@ -115,20 +115,20 @@ def step_shapes(requests: list[Request], *, num_blocks: int, block_size: int = 1
 # a GPU deployment
 
 
-def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv_dtype: str = "fp16",
+def kv_blocks(spec: ModelSpec, gpu: GPU, tp: int, block_size: int = 16, kv_dtype: str = "fp16",
               weight_dtype: str = "fp16", *, max_num_seqs: int = 256,
               max_num_batched_tokens: int = 8192,
               gpu_memory_utilization: float = vllm_memory.DEFAULT_UTILIZATION) -> int:
     """Return the KV blocks of `block_size` tokens one replica holds: vLLM's start-up budget
-    (`vllm_memory.vllm_memory_budget`, the one the planner reads) turned into blocks
-    (`vllm_memory.vllm_kv_cache`)."""
+    (`vllm_memory.layout_budget`, the one the planner reads) turned into blocks
+    (`vllm_memory.vllm_kv_cache`). `spec` and `gpu` are resolved objects (`Deployment`
+    resolves names)."""
     block_size = validate.positive_int("block_size", block_size)
     tp = validate.positive_int("tp", tp)
     sizing.get_dtype(kv_dtype, "kv_dtype"), sizing.get_dtype(weight_dtype, "weight_dtype")
-    budget = vllm_memory.vllm_memory_budget(
-        spec, gpu, tp, gpu_memory_utilization=gpu_memory_utilization, weight_dtype=weight_dtype,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
-    spec = as_spec(spec)
+    budget = vllm_memory.layout_budget(vllm_memory.EngineLayout(
+        spec, gpu, tp, 1, weight_dtype, max_num_batched_tokens, max_num_seqs,
+        gpu_memory_utilization))
     return vllm_memory.vllm_kv_cache(
         spec, tp, available_bytes=max(0, budget.available_kv_bytes),
         max_model_len=spec.max_position_embeddings, kv_dtype=kv_dtype, block_size=block_size,
@@ -138,10 +138,12 @@ def kv_blocks(spec: ModelSpec, gpu: GPU | str, tp: int, block_size: int = 16, kv
 @dataclass(frozen=True)
 class Deployment:
     """One replica's configuration: the model on `tp` GPUs, the scheduler's limits, the
-    efficiencies (default: `FITTED`'s, fitted on published runs)."""
+    efficiencies (default: `FITTED`'s, fitted on published runs) and vLLM's
+    `gpu_memory_utilization` (its KV pool, `num_blocks`). An entry point: `spec` and `gpu` may be
+    preset names, resolved here once (the fields then hold the `ModelSpec` and the `GPU`)."""
 
-    spec: ModelSpec
-    gpu: str
+    spec: ModelSpec | str
+    gpu: GPU | str
     tp: int = 1
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -150,10 +152,13 @@ class Deployment:
     weight_dtype: str = "fp16"
     block_size: int = 16
     eff: Efficiency = field(default_factory=lambda: FITTED.efficiency())
+    gpu_memory_utilization: float = vllm_memory.DEFAULT_UTILIZATION
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", as_spec(self.spec))  # a preset name becomes its ModelSpec
-        gpu_preset(self.gpu)
+        object.__setattr__(self, "gpu", gpu_preset(self.gpu))  # and a GPU name its GPU
+        object.__setattr__(self, "gpu_memory_utilization", sizing.fraction(
+            "gpu_memory_utilization", self.gpu_memory_utilization, high_open=False))
         for name in ("tp", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             validate.positive_int(name, getattr(self, name))
         if type(self.chunked_prefill) is not bool:
@@ -171,7 +176,8 @@ class Deployment:
     def num_blocks(self) -> int:
         return kv_blocks(self.spec, self.gpu, self.tp, self.block_size, self.kv_dtype, self.weight_dtype,
                          max_num_seqs=self.max_num_seqs,
-                         max_num_batched_tokens=self.max_num_batched_tokens)
+                         max_num_batched_tokens=self.max_num_batched_tokens,
+                         gpu_memory_utilization=self.gpu_memory_utilization)
 
     def run(self, requests: list[Request], **overrides) -> EngineResult:
         """Return the simulated run of `requests` on one replica."""
@@ -243,7 +249,7 @@ def disaggregated(dep_prefill: Deployment, dep_decode: Deployment, requests: lis
         if part:
             for m in dep_prefill.run(part).metrics:
                 first[m.request_id] = m
-    g = gpu_preset(dep_prefill.gpu)
+    g = dep_prefill.gpu
     link = link_bytes_per_s or (g.nvlink_bytes_per_s or g.pcie_bytes_per_s) / 2
     kv_per_token = sizing.kv_bytes_per_token(dep_prefill.spec, kv_dtype=dep_prefill.kv_dtype)
     handoff = []

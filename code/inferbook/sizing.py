@@ -46,6 +46,12 @@ budget, term by term from its source, is `inferbook.vllm_memory` (which builds o
 functions: `layer_kv_bytes`, `stage_windows`, `request_blocks`, `fraction`).
 
 GPU memory is the total CUDA reports (`GPU.memory_bytes`), in both readings.
+
+Names are resolved once, by the entry points chapter 2's calculator and readers call
+(`kv_bytes`, `kv_bytes_per_token`, `kv_bytes_per_gpu`, `weight_bytes`, `valid_tp_degrees`,
+`fits`, `max_batch`, `max_context`, `min_tp_degree`: a preset name or the object); every other
+function here takes the resolved `ModelSpec` / `GPU` and refuses a name (`models.require_spec`,
+`hardware.require_gpu`).
 """
 
 from __future__ import annotations
@@ -56,9 +62,9 @@ from dataclasses import dataclass, replace
 
 from . import validate
 from .arith import ceil_div
-from .hardware import GPU
+from .hardware import GPU, require_gpu
 from .hardware import gpu as _gpu
-from .models import ModelSpec
+from .models import ModelSpec, require_spec
 from .models import as_spec as _spec
 
 
@@ -147,12 +153,10 @@ def _positive_int(name: str, value) -> int:
 
 
 def _resolved(spec) -> ModelSpec:
-    """Return `spec` if it is a ModelSpec: the helpers below the public functions take one
-    resolved spec (a name is resolved once, by the function the caller called)."""
-    if not isinstance(spec, ModelSpec):
-        raise validate.ArgumentTypeError(f"spec must be a ModelSpec (for a preset name, "
-                                         f"models.model(name)), got {type(spec).__name__}")
-    return spec
+    """Return `spec` if it is a ModelSpec (`models.require_spec`): the functions below the
+    entry points take one resolved spec (a name is resolved once, by the function the caller
+    called)."""
+    return require_spec(spec)
 
 
 def fraction(name: str, value, *, high_open: bool) -> float:
@@ -168,9 +172,9 @@ def fraction(name: str, value, *, high_open: bool) -> float:
 # bytes per token
 
 
-def kv_values_per_token_per_layer(spec: ModelSpec | str) -> int:
+def kv_values_per_token_per_layer(spec: ModelSpec) -> int:
     """Return how many numbers one token adds to one layer's cache (before the dtype)."""
-    s = _spec(spec)
+    s = _resolved(spec)
     if s.is_mla:
         return s.kv_lora_rank + s.qk_rope_head_dim
     return 2 * s.num_key_value_heads * s.head_dim
@@ -185,18 +189,18 @@ def layer_kv_bytes(s: ModelSpec, dt: DType, kv_heads: int | None = None) -> int:
     return 2 * heads * dt.vector_bytes(s.head_dim)
 
 
-def kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
+def kv_bytes_per_token_per_layer(spec: ModelSpec, kv_dtype: str | DType = "bf16") -> int:
     """Return the bytes one token adds to one layer's KV cache."""
-    return layer_kv_bytes(_spec(spec), get_dtype(kv_dtype, "kv_dtype"))
+    return layer_kv_bytes(_resolved(spec), get_dtype(kv_dtype, "kv_dtype"))
 
 
-def mha_kv_bytes_per_token_per_layer(spec: ModelSpec | str, kv_dtype: str | DType = "bf16") -> int:
+def mha_kv_bytes_per_token_per_layer(spec: ModelSpec, kv_dtype: str | DType = "bf16") -> int:
     """Return what one layer would cache per token with full MHA (a K and V vector per query head).
 
     For MLA models these are the expanded keys (qk_nope + qk_rope wide) and values (v_head_dim)
     that attention actually uses; for the others, `head_dim`-wide K and V for every query head.
     """
-    s, dt = _spec(spec), get_dtype(kv_dtype, "kv_dtype")
+    s, dt = _resolved(spec), get_dtype(kv_dtype, "kv_dtype")
     if s.is_mla:
         k = dt.vector_bytes(s.qk_nope_head_dim + s.qk_rope_head_dim)
         v = dt.vector_bytes(s.v_head_dim)
@@ -273,19 +277,19 @@ def weight_bytes(spec: ModelSpec | str, weight_dtype: str | DType | None = None)
     return dt.vector_bytes(s.n_params - emb) + 2 * emb
 
 
-def weight_bytes_per_gpu(spec: ModelSpec | str, n_gpus: int = 1,
+def weight_bytes_per_gpu(spec: ModelSpec, n_gpus: int = 1,
                          weight_dtype: str | DType | None = "bf16", *,
                          pipeline_parallel: int = 1) -> int:
     """Return the weight bytes on each GPU of `n_gpus`-way TP x `pipeline_parallel` stages
     (an even split, rounded up)."""
     _positive_int("n_gpus", n_gpus)
     _positive_int("pipeline_parallel", pipeline_parallel)
-    return ceil_div(weight_bytes(spec, weight_dtype), n_gpus * pipeline_parallel)
+    return ceil_div(weight_bytes(_resolved(spec), weight_dtype), n_gpus * pipeline_parallel)
 
 
-def with_kv_heads(spec: ModelSpec | str, num_key_value_heads: int) -> ModelSpec:
+def with_kv_heads(spec: ModelSpec, num_key_value_heads: int) -> ModelSpec:
     """Return a hypothetical copy of `spec` with another number of KV heads (MHA / GQA / MQA)."""
-    s = _spec(spec)
+    s = _resolved(spec)
     if s.is_mla:
         raise ValueError(f"{s.name} uses MLA; it has no KV heads to change")
     _positive_int("num_key_value_heads", num_key_value_heads)
@@ -299,13 +303,13 @@ def with_kv_heads(spec: ModelSpec | str, num_key_value_heads: int) -> ModelSpec:
 # tensor parallelism
 
 
-def tp_problem(spec: ModelSpec | str, n_gpus: int) -> str | None:
+def tp_problem(spec: ModelSpec, n_gpus: int) -> str | None:
     """Return why `n_gpus`-way tensor parallelism cannot shard `spec`, or None if it can.
 
     vLLM's rules: query heads split evenly; KV heads split evenly, or, with more GPUs than
     KV heads, each KV head is replicated on n_gpus / num_key_value_heads GPUs.
     """
-    s = _spec(spec)
+    s = _resolved(spec)
     _positive_int("n_gpus", n_gpus)
     if s.num_attention_heads % n_gpus:
         return (f"{s.name}: {s.num_attention_heads} attention heads cannot be split over "
@@ -319,8 +323,9 @@ def tp_problem(spec: ModelSpec | str, n_gpus: int) -> str | None:
 
 def valid_tp_degrees(spec: ModelSpec | str, max_gpus: int = 8) -> list[int]:
     """Return the tensor-parallel degrees 1..max_gpus that can shard `spec`."""
+    s = _spec(spec)
     _positive_int("max_gpus", max_gpus)
-    return [n for n in range(1, max_gpus + 1) if tp_problem(spec, n) is None]
+    return [n for n in range(1, max_gpus + 1) if tp_problem(s, n) is None]
 
 
 def kv_heads_per_gpu(spec: ModelSpec, n_gpus: int) -> int:
@@ -384,7 +389,7 @@ def request_blocks(window: int | None, ctx_tokens: int, extra: int, block_size: 
     return ceil_div(min(window - 1 + extra, ctx_tokens), block_size) + 1
 
 
-def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
+def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec, n_gpus: int,
                        ctx_tokens: int, kv_dtype: str | DType = "bf16", *,
                        shared_prefix_tokens: int = 0, pipeline_parallel: int = 1,
                        window_extra_tokens: int = 0, block_size: int | None = None) -> int:
@@ -394,7 +399,7 @@ def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec | str, n_gpus: int,
     the full-attention layers (a sliding-window layer drops them once they leave its window,
     so there they are counted per sequence).
     """
-    s = _spec(spec)
+    s = _resolved(spec)
     if isinstance(kv_budget_bytes, bool) or not validate.is_int(kv_budget_bytes):
         raise validate.ArgumentTypeError(f"kv_budget_bytes must be an integer number of bytes, "
                                          f"got {kv_budget_bytes!r}")
@@ -457,18 +462,18 @@ class MemoryBudget:
         return self.usable_bytes - self.weight_bytes - self.runtime.total_bytes
 
 
-def memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1,
+def memory_budget(spec: ModelSpec, gpu: GPU, n_gpus: int = 1,
                   weight_dtype: str | DType = "bf16", *,
                   gpu_memory_utilization: float = 1 - DEFAULT_RESERVE_FRACTION,
                   runtime: RuntimeMemory = NO_RUNTIME, pipeline_parallel: int = 1) -> MemoryBudget:
     """Return one GPU's budget: ceil(total x utilization) - weights - runtime terms = KV budget."""
-    g = _gpu(gpu)
+    s, g = _resolved(spec), require_gpu(gpu)
     util = fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
     if not isinstance(runtime, RuntimeMemory):
         raise validate.ArgumentTypeError(f"runtime must be a RuntimeMemory (see "
                                          f"inferbook.vllm_memory.vllm_runtime_memory), got {type(runtime).__name__}")
     usable = math.ceil(round(g.memory_bytes * util, 6))
-    weights = weight_bytes_per_gpu(spec, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
+    weights = weight_bytes_per_gpu(s, n_gpus, weight_dtype, pipeline_parallel=pipeline_parallel)
     return MemoryBudget(g.memory_bytes, usable, weights, runtime)
 
 
@@ -591,8 +596,9 @@ def min_tp_degree(spec: ModelSpec | str, gpu: GPU | str, ctx_tokens: int = 4096,
                   reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
                   max_gpus: int = 8) -> int | None:
     """Return the smallest valid tensor-parallel degree (<= max_gpus) at which it fits, else None."""
-    for n in valid_tp_degrees(spec, max_gpus):
-        if fits(spec, gpu, n, ctx_tokens, batch, kv_dtype, weight_dtype, reserve_fraction).fits:
+    s, g = _spec(spec), _gpu(gpu)
+    for n in valid_tp_degrees(s, max_gpus):
+        if fits(s, g, n, ctx_tokens, batch, kv_dtype, weight_dtype, reserve_fraction).fits:
             return n
     return None
 

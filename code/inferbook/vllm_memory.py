@@ -1,8 +1,11 @@
 """vLLM's start-up memory budget, term by term, as the pinned vLLM 0.33.0 computes it.
 
-One function, `vllm_memory_budget`, is the budget every reader uses: the recommender
-(`rules.layout`), the simulator's deployments (`simulate.kv_blocks`), the DP + EP alternative,
-chapter 8, the calculators and the log check (`inferbook.vllm_logs`). Each term cites the
+One function, `layout_budget` of a resolved `EngineLayout` (model, GPU, TP x PP, weight format,
+scheduler caps, utilization), is the budget every reader uses: the recommender (`rules.layout`),
+the simulator's deployments (`simulate.kv_blocks`), the DP + EP alternative, chapter 8, the
+calculators and the log check (`inferbook.vllm_logs`, through `vllm_memory_budget`, the same
+budget from loose arguments). Every function here takes a resolved `ModelSpec` and `GPU`: a
+preset name is resolved once where the reader's call comes in. Each term cites the
 0.33.0 wheel (`pip download --no-deps vllm==0.33.0`) as file:line; older versions' rules are
 selected by `vllm_version`, each difference stated where it applies (read from those versions'
 wheels):
@@ -30,9 +33,8 @@ from dataclasses import dataclass
 
 from . import sizing, validate
 from .arith import ceil_div
-from .hardware import GPU
-from .hardware import gpu as _gpu
-from .models import ModelSpec, as_spec
+from .hardware import GPU, require_gpu
+from .models import ModelSpec, require_spec
 from .sizing import DType, MemoryBudget, RuntimeMemory
 
 GiB = 2**30
@@ -112,7 +114,7 @@ def _kv_groups(windows: tuple[int | None, ...], hybrid: bool) -> tuple[int, list
     return size, groups
 
 
-def vllm_kv_cache(spec: ModelSpec | str, n_gpus: int = 1, *, available_bytes: int,
+def vllm_kv_cache(spec: ModelSpec, n_gpus: int = 1, *, available_bytes: int,
                   max_model_len: int, kv_dtype: str | DType = "bf16",
                   block_size: int = sizing.DEFAULT_BLOCK_SIZE, pipeline_parallel: int = 1,
                   max_num_batched_tokens: int = 2048, vllm_version: str = VLLM_PINNED,
@@ -144,7 +146,7 @@ def vllm_kv_cache(spec: ModelSpec | str, n_gpus: int = 1, *, available_bytes: in
     before 0.8 (the V0 engine, "# GPU blocks") every layer is full attention and
     ``num_blocks = available // (block_size x bytes per token, all layers)``.
     """
-    s, dt = as_spec(spec), sizing.get_dtype(kv_dtype, "kv_dtype")
+    s, dt = require_spec(spec), sizing.get_dtype(kv_dtype, "kv_dtype")
     validate.non_negative_int("available_bytes", available_bytes)
     _positive_int("max_model_len", max_model_len)
     _positive_int("block_size", block_size)
@@ -228,12 +230,12 @@ SAMPLER_EXTRA_BYTES = {"sort": 34, "triton": 12, "flashinfer": 12, "v2": 0,
 TRITON_SAMPLER_SMS = 132     # an H100's SMs, for GPUs whose preset does not say
 
 
-def vllm_sampler_path(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED, *,
+def vllm_sampler_path(spec: ModelSpec, vllm_version: str = VLLM_PINNED, *,
                       rows: int = 256, flashinfer_sampler: bool | None = None) -> str:
     """Return the sampling path vLLM `vllm_version` profiles for `spec` (a key of
     `SAMPLER_EXTRA_BYTES`); `flashinfer_sampler` None: the version's default (FlashInfer is on
     by default from 0.21, opt-in before; older pip installs lacked it)."""
-    s = as_spec(spec)
+    s = require_spec(spec)
     v = parse_version(vllm_version)
     rows = _positive_int("rows", rows)
     if flashinfer_sampler is None:
@@ -248,7 +250,7 @@ def vllm_sampler_path(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED, *,
     return "triton" if v >= (0, 17, 0) and rows >= 8 else "sort"
 
 
-def vllm_sampler_bytes(spec: ModelSpec | str, gpu: GPU | str | None = None, *, rows: int,
+def vllm_sampler_bytes(spec: ModelSpec, gpu: GPU | None = None, *, rows: int,
                        max_num_batched_tokens: int, vllm_version: str = VLLM_PINNED,
                        flashinfer_sampler: bool | None = None, model_dtype_bytes: int = 2) -> int:
     """Return the torch peak of the profiling run's sampler on one GPU (last PP rank).
@@ -257,21 +259,21 @@ def vllm_sampler_bytes(spec: ModelSpec | str, gpu: GPU | str | None = None, *, r
     logits vLLM computes stay alive), plus the forward pass's hidden states still held
     (`max_num_batched_tokens` x hidden x m) and, on the Triton path, its per-SM row buffer.
     """
-    s = as_spec(spec)
+    s, g = require_spec(spec), None if gpu is None else require_gpu(gpu)
     rows = _positive_int("rows", rows)
     tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
     m = _positive_int("model_dtype_bytes", model_dtype_bytes)
     path = vllm_sampler_path(s, vllm_version, rows=rows, flashinfer_sampler=flashinfer_sampler)
     peak = rows * s.vocab_size * (m + SAMPLER_EXTRA_BYTES[path]) + tokens * s.hidden_size * m
     if path == "triton":
-        sms = (_gpu(gpu).num_sms if gpu is not None else None) or TRITON_SAMPLER_SMS
+        sms = (g.num_sms if g is not None else None) or TRITON_SAMPLER_SMS
         peak += min(sms, rows) * s.vocab_size * 4
     return peak
 
 
-def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
+def vllm_activation_bytes(spec: ModelSpec, n_gpus: int = 1, *,
                           max_num_batched_tokens: int, max_num_seqs: int,
-                          vllm_version: str = VLLM_PINNED, gpu: GPU | str | None = None,
+                          vllm_version: str = VLLM_PINNED, gpu: GPU | None = None,
                           flashinfer_sampler: bool | None = None) -> int:
     """Return the estimated torch peak of vLLM's profiling run on one GPU.
 
@@ -282,7 +284,7 @@ def vllm_activation_bytes(spec: ModelSpec | str, n_gpus: int = 1, *,
     (3 x intermediate, split by TP; an MoE token does this for each of its top-k experts) or
     attention's q/k/v, whichever is larger.
     """
-    s = as_spec(spec)
+    s = require_spec(spec)
     tp = _positive_int("n_gpus", n_gpus)
     tokens = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
     rows = min(_positive_int("max_num_seqs", max_num_seqs), tokens)
@@ -344,10 +346,10 @@ def _family(s: ModelSpec) -> str:
     return ""
 
 
-def vllm_model_runner(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED) -> str:
+def vllm_model_runner(spec: ModelSpec, vllm_version: str = VLLM_PINNED) -> str:
     """Return "v2" where `vllm_version` runs Model Runner V2 by default for `spec`, else "v1"
     (the rule by version is in the comment above `_V2_FAMILIES`)."""
-    s = as_spec(spec)
+    s = require_spec(spec)
     v = parse_version(vllm_version)
     if v < (0, 22, 0):
         return "v1"
@@ -365,7 +367,7 @@ def vllm_model_runner(spec: ModelSpec | str, vllm_version: str = VLLM_PINNED) ->
     return "v2" if (not s.is_moe or fam in _V2_MOE_FAMILIES) else "v1"
 
 
-def vllm_rope_cache_bytes(spec: ModelSpec | str) -> int:
+def vllm_rope_cache_bytes(spec: ModelSpec) -> int:
     """Return the rotary-embedding cos/sin cache vLLM allocates while loading the model.
 
     `RotaryEmbedding.__init__` (model_executor/layers/rotary_embedding/base.py:58-63, 0.33.0)
@@ -376,12 +378,12 @@ def vllm_rope_cache_bytes(spec: ModelSpec | str) -> int:
     (131,072 x 128 x 2 B = 0.031 GiB) and Qwen3-30B-A3B (262,144 x 128 x 2 B = 0.0625 GiB) log
     that much above their parameter bytes.
     """
-    s = as_spec(spec)
+    s = require_spec(spec)
     rotary_dim = s.qk_rope_head_dim if s.is_mla else s.head_dim
     return s.max_position_embeddings * rotary_dim * 2
 
 
-def vllm_replicated_bytes(spec: ModelSpec | str, n_gpus: int = 1) -> int:
+def vllm_replicated_bytes(spec: ModelSpec, n_gpus: int = 1) -> int:
     """Return what every TP rank holds beyond its even share of the parameters.
 
     * the rotary cache (`vllm_rope_cache_bytes`), one per rank;
@@ -391,7 +393,7 @@ def vllm_replicated_bytes(spec: ModelSpec | str, n_gpus: int = 1) -> int:
       weights of every MoE layer, not 1/TP of them (Qwen3-30B-A3B on 2 H100s: 28.4571 GiB
       logged, 12 MiB above the even split plus the rotary cache).
     """
-    s = as_spec(spec)
+    s = require_spec(spec)
     tp = _positive_int("n_gpus", n_gpus)
     extra = vllm_rope_cache_bytes(s)
     if s.is_moe and tp > 1:
@@ -401,15 +403,15 @@ def vllm_replicated_bytes(spec: ModelSpec | str, n_gpus: int = 1) -> int:
     return extra
 
 
-def vllm_runtime_memory(spec: ModelSpec | str, n_gpus: int = 1, *, max_num_batched_tokens: int,
+def vllm_runtime_memory(spec: ModelSpec, n_gpus: int = 1, *, max_num_batched_tokens: int,
                         max_num_seqs: int, cuda_graphs: bool = True,
                         vllm_version: str = VLLM_PINNED, pipeline_parallel: int = 1,
-                        gpu: GPU | str | None = None,
+                        gpu: GPU | None = None,
                         flashinfer_sampler: bool | None = None) -> RuntimeMemory:
     """Return what vLLM `vllm_version` subtracts per GPU besides the weights: the profiling
     run's torch peak (`vllm_activation_bytes`), the non-torch memory (`vllm_non_torch_bytes`)
     and the CUDA-graph estimate where the version deducts it (`cuda_graphs_deducted`)."""
-    s = as_spec(spec)
+    s = require_spec(spec)
     tp = _positive_int("n_gpus", n_gpus)
     pp = _positive_int("pipeline_parallel", pipeline_parallel)
     _flag("cuda_graphs", cuda_graphs)
@@ -439,15 +441,40 @@ class VllmBudget(MemoryBudget):
         return self.kv_budget_bytes
 
 
-def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
-                       gpu_memory_utilization: float = DEFAULT_UTILIZATION,
-                       weight_dtype: str | DType | None = None,
-                       max_num_batched_tokens: int, max_num_seqs: int,
-                       pipeline_parallel: int = 1, vllm_version: str = VLLM_PINNED,
-                       cuda_graphs: bool = True, weight_bytes: int | None = None,
-                       flashinfer_sampler: bool | None = None) -> VllmBudget:
-    """Return one GPU's budget the way vLLM `vllm_version` computes it (0.33.0 by default):
-    the one budget the planner, the simulator, the calculators and the log check read.
+@dataclass(frozen=True)
+class EngineLayout:
+    """One engine's resolved layout, what its start-up budget depends on: the model and GPU
+    (resolved objects, never names), TP x PP, the weight format (None: the checkpoint's), the
+    scheduler caps and `gpu_memory_utilization`. Checked once here; `layout_budget` reads it."""
+
+    spec: ModelSpec
+    gpu: GPU
+    tp: int = 1
+    pp: int = 1
+    weight_dtype: str | DType | None = None
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
+    gpu_memory_utilization: float = DEFAULT_UTILIZATION
+
+    def __post_init__(self) -> None:
+        require_spec(self.spec), require_gpu(self.gpu)
+        for name, value in (("tp", self.tp), ("pp", self.pp), ("max_num_seqs", self.max_num_seqs),
+                            ("max_num_batched_tokens", self.max_num_batched_tokens)):
+            _positive_int(name, value)
+        object.__setattr__(self, "gpu_memory_utilization", sizing.fraction(
+            "gpu_memory_utilization", self.gpu_memory_utilization, high_open=False))
+        if self.weight_dtype is not None:
+            sizing.get_dtype(self.weight_dtype, "weight_dtype")
+        problem = sizing.tp_problem(self.spec, self.tp)
+        if problem:
+            raise ValueError(f"tp: {problem}")
+
+
+def layout_budget(layout: EngineLayout, *, vllm_version: str = VLLM_PINNED,
+                  cuda_graphs: bool = True, weight_bytes: int | None = None,
+                  flashinfer_sampler: bool | None = None) -> VllmBudget:
+    """Return `layout`'s per-GPU budget the way vLLM `vllm_version` computes it (0.33.0 by
+    default): the one budget the planner, the simulator, the calculators and the log check read.
 
     `Worker.determine_available_memory` (v1/worker/gpu_worker.py:641-757): requested memory
     ``ceil(total x gpu_memory_utilization)`` (`request_memory`, v1/worker/utils.py:716-723),
@@ -457,20 +484,16 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     TP x PP, plus `vllm_replicated_bytes`; `weight_bytes` overrides them (e.g. a logged
     "Model loading took").
     """
-    s, g = as_spec(spec), _gpu(gpu)
-    util = sizing.fraction("gpu_memory_utilization", gpu_memory_utilization, high_open=False)
-    tp = _positive_int("n_gpus", n_gpus)
-    pp = _positive_int("pipeline_parallel", pipeline_parallel)
-    problem = sizing.tp_problem(s, tp)
-    if problem:
-        raise ValueError(f"n_gpus: {problem}")
+    if not isinstance(layout, EngineLayout):
+        raise TypeError(f"layout must be a vllm_memory.EngineLayout, got {type(layout).__name__}")
+    s, g, tp, pp, util = layout.spec, layout.gpu, layout.tp, layout.pp, layout.gpu_memory_utilization
     if weight_bytes is None:
-        weights = (sizing.weight_bytes_per_gpu(s, tp, weight_dtype, pipeline_parallel=pp)
+        weights = (sizing.weight_bytes_per_gpu(s, tp, layout.weight_dtype, pipeline_parallel=pp)
                    + vllm_replicated_bytes(s, tp))
     else:
         weights = validate.non_negative_int("weight_bytes", weight_bytes)
-    runtime = vllm_runtime_memory(s, tp, max_num_batched_tokens=max_num_batched_tokens,
-                                  max_num_seqs=max_num_seqs, cuda_graphs=cuda_graphs,
+    runtime = vllm_runtime_memory(s, tp, max_num_batched_tokens=layout.max_num_batched_tokens,
+                                  max_num_seqs=layout.max_num_seqs, cuda_graphs=cuda_graphs,
                                   vllm_version=vllm_version, pipeline_parallel=pp, gpu=g,
                                   flashinfer_sampler=flashinfer_sampler)
     requested = math.ceil(round(g.memory_bytes * util, 6))
@@ -479,7 +502,26 @@ def vllm_memory_budget(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *
     return VllmBudget(g.memory_bytes, requested, weights, runtime, how)
 
 
-def vllm_default_caps(gpu: GPU | str, vllm_version: str = VLLM_PINNED, *,
+def vllm_memory_budget(spec: ModelSpec, gpu: GPU, n_gpus: int = 1, *,
+                       gpu_memory_utilization: float = DEFAULT_UTILIZATION,
+                       weight_dtype: str | DType | None = None,
+                       max_num_batched_tokens: int, max_num_seqs: int,
+                       pipeline_parallel: int = 1, vllm_version: str = VLLM_PINNED,
+                       cuda_graphs: bool = True, weight_bytes: int | None = None,
+                       flashinfer_sampler: bool | None = None) -> VllmBudget:
+    """Return `layout_budget` of the `EngineLayout` these arguments describe (`n_gpus`: TP)."""
+    s, tp = require_spec(spec), _positive_int("n_gpus", n_gpus)
+    _positive_int("pipeline_parallel", pipeline_parallel)
+    problem = sizing.tp_problem(s, tp)
+    if problem:   # named as the caller spelled it (EngineLayout says tp)
+        raise ValueError(f"n_gpus: {problem}")
+    layout = EngineLayout(s, gpu, tp, pipeline_parallel, weight_dtype, max_num_batched_tokens,
+                          max_num_seqs, gpu_memory_utilization)
+    return layout_budget(layout, vllm_version=vllm_version, cuda_graphs=cuda_graphs,
+                         weight_bytes=weight_bytes, flashinfer_sampler=flashinfer_sampler)
+
+
+def vllm_default_caps(gpu: GPU, vllm_version: str = VLLM_PINNED, *,
                       max_model_len: int | None = None) -> tuple[int, int]:
     """Return `vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on this GPU.
 
@@ -488,7 +530,7 @@ def vllm_default_caps(gpu: GPU | str, vllm_version: str = VLLM_PINNED, *,
     otherwise 2048 / 256. The V0 engine (< 0.8) profiled max(max_model_len, 2048) tokens, or 512
     with chunked prefill (on above a 32K context), and 256 sequences.
     """
-    g = _gpu(gpu)
+    g = require_gpu(gpu)
     v = parse_version(vllm_version)
     if v < (0, 8, 0):
         ctx = 2048 if max_model_len is None else _positive_int("max_model_len", max_model_len)
@@ -520,7 +562,7 @@ class VllmStartup:
         return self.kv_cache.max_concurrency
 
 
-def vllm_startup(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
+def vllm_startup(spec: ModelSpec, gpu: GPU, n_gpus: int = 1, *,
                  max_model_len: int | None = None, gpu_memory_utilization: float = 0.92,
                  kv_dtype: str | DType = "bf16", weight_dtype: str | DType | None = None,
                  max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
@@ -537,7 +579,7 @@ def vllm_startup(spec: ModelSpec | str, gpu: GPU | str, n_gpus: int = 1, *,
     caps `vllm_default_caps`. A budget that leaves no memory for the cache raises ValueError,
     as vLLM does ("No available memory for the cache blocks").
     """
-    s, g = as_spec(spec), _gpu(gpu)
+    s, g = require_spec(spec), require_gpu(gpu)
     ctx = s.max_position_embeddings if max_model_len is None else max_model_len
     _positive_int("max_model_len", ctx)
     d_tokens, d_seqs = vllm_default_caps(g, vllm_version, max_model_len=ctx)
