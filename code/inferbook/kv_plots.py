@@ -35,14 +35,6 @@ __all__ = [
 W = COLUMN_WIDTH_IN
 
 
-def _white_backing(fig) -> None:
-    """Put a white box under a diagram, so it reads on the theme's dark page too."""
-    from matplotlib.patches import Rectangle
-
-    fig.patches.append(Rectangle((0, 0), 1, 1, transform=fig.transFigure, facecolor="white",
-                                 edgecolor="none", zorder=-10))
-
-
 def _numbers(name: str, values, minimum: float | None = None) -> list[float]:
     """Return `values` as a non-empty list of finite floats (each >= minimum); raise otherwise."""
     values = validate.items(name, values)
@@ -121,8 +113,8 @@ def cache_layout_figure(n_layers: int = 3, n_heads: int = 4, max_len: int = 10, 
         f"decode step {s + 1} (pos. {prompt + s})" for s in range(steps)]
     gap, block = 1.8, max_len + 1.0
     height = n_layers * (n_heads + gap)
-    fig, ax = plt.subplots(figsize=(W, 1.2 + 0.23 * (height + 2.6)), layout="constrained")
-    _white_backing(fig)
+    drawn = height - gap + 0.4  # the last layer's bottom edge, and a little room
+    fig, ax = plt.subplots(figsize=(W, 1.0 + 0.24 * (drawn + 3.0)), layout="constrained")
     for layer in range(n_layers):
         y0 = layer * (n_heads + gap)
         for b, name in enumerate(["K", "V"]):
@@ -146,7 +138,7 @@ def cache_layout_figure(n_layers: int = 3, n_heads: int = 4, max_len: int = 10, 
     handles.append(Patch(facecolor="white", edgecolor="0.45", ls=":", label="not yet written"))
     fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False,
                labelcolor="black")
-    ax.set(xlim=(-1.6, block + max_len + 0.2), ylim=(height, -3.0))
+    ax.set(xlim=(-1.6, block + max_len + 0.2), ylim=(drawn, -3.0))
     ax.axis("off")
     return fig
 
@@ -228,8 +220,7 @@ def head_sharing_figure(n_q: int = 8, n_kv_gqa: int = 2):
             ("MQA", 1, "2 × 1 head × d"), ("MLA", 0, "$d_c + d_R$ (one latent)")]
     pitch = 4.3
     fig, ax = plt.subplots(figsize=(W, 6.6))
-    ax.set_position([0, 0, 1, 1])  # the drawing fills the figure
-    _white_backing(fig)
+    ax.set_position([0.03, 0.01, 0.94, 0.98])  # the drawing fills the figure
     for r, (name, n_kv, cost) in enumerate(rows):
         y = -r * pitch
         ax.text(-0.1, y + 0.8, f"{name}: caches {cost} per token and layer", ha="left",
@@ -240,7 +231,7 @@ def head_sharing_figure(n_q: int = 8, n_kv_gqa: int = 2):
         if n_kv:
             width = n_q / n_kv
             for g in range(n_kv):
-                x = g * width + width / 2 - 0.4
+                x = g * width + (width - 1) / 2  # centred under its query heads
                 pad = 0.0 if n_kv == n_q else 0.1  # one box per head: leave the gaps
                 ax.add_patch(Rectangle((x - pad, y - 2.2), 0.8 + 2 * pad, 0.6,
                                        facecolor=kv_colour, edgecolor="0.3"))
@@ -249,12 +240,13 @@ def head_sharing_figure(n_q: int = 8, n_kv_gqa: int = 2):
                 for h in range(int(g * width), int((g + 1) * width)):
                     ax.plot([h + 0.4, x + 0.4], [y, y - 1.6], color="0.35", lw=0.8)
         else:
-            ax.add_patch(Rectangle((n_q / 2 - 2.2, y - 2.2), 4.4, 0.6, facecolor=latent_colour,
+            mid = (n_q - 1) / 2 + 0.4  # under the middle of the query heads
+            ax.add_patch(Rectangle((mid - 2.2, y - 2.2), 4.4, 0.6, facecolor=latent_colour,
                                    edgecolor="0.3"))
-            ax.text(n_q / 2, y - 1.9, "latent c + RoPE key", ha="center", va="center",
+            ax.text(mid, y - 1.9, "latent c + RoPE key", ha="center", va="center",
                     color="black")
             for h in range(n_q):
-                ax.add_patch(FancyArrowPatch((n_q / 2, y - 1.6), (h + 0.4, y), arrowstyle="-|>",
+                ax.add_patch(FancyArrowPatch((mid, y - 1.6), (h + 0.4, y), arrowstyle="-|>",
                                              mutation_scale=8, color="0.35", lw=0.7, ls="--"))
     bottom = -(len(rows) - 1) * pitch - 2.2
     ax.text(n_q / 2, bottom - 0.5, "MLA: each head re-expands K and V from the latent",
