@@ -128,7 +128,7 @@ def test_softmax_exp_over_matmul_is_f_over_4dE():
     from inferbook.roofline import softmax_exp_over_matmul
 
     # FA4's point: on a B200 at d = 128 the exponentials take as long as both matmuls
-    assert softmax_exp_over_matmul("B200", 128) == pytest.approx(1.0)
+    assert softmax_exp_over_matmul(gpu("B200"), 128) == pytest.approx(1.0)
     h = gpu("H100 SXM")
     assert softmax_exp_over_matmul(h, 128) == pytest.approx(989e12 / (4 * 128 * 3.9e12))
     assert softmax_exp_over_matmul(h, 64) == pytest.approx(2 * softmax_exp_over_matmul(h, 128))
@@ -147,7 +147,7 @@ def test_recompute_over_move_counts_the_exponentials():
     assert serial == pytest.approx(matmul_only + exp_only)
     assert 0.42 < serial < 0.44  # about 43 %, not the 22 % of the matmul alone
     assert recompute_over_move(h, 128, overlap=True) == pytest.approx(max(matmul_only, exp_only))
-    assert recompute_over_move("A100 80GB", 128) > 0.5 > recompute_over_move("T4", 128)
+    assert recompute_over_move(gpu("A100 80GB"), 128) > 0.5 > recompute_over_move(gpu("T4"), 128)
     with pytest.raises(ValueError, match="overlap"):
         recompute_over_move(h, 128, overlap="yes")
     with pytest.raises(ValueError, match="bytes_per_element"):
@@ -171,4 +171,4 @@ def test_attention_ceiling_with_the_exponential_roof():
     with pytest.raises(ValueError, match="exp_ceiling"):
         attention_ceiling_flops(h, 4096, 64, "flash", exp_ceiling=1)
     with pytest.raises(ValueError, match="exponential"):
-        attention_ceiling_flops("A10G", 4096, 64, "standard", peak_flops=1e14, exp_ceiling=True)
+        attention_ceiling_flops(gpu("A10G"), 4096, 64, "standard", peak_flops=1e14, exp_ceiling=True)

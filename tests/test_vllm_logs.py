@@ -274,7 +274,9 @@ def test_model_runner_v2_defaults_by_version():
     every dense model from 0.25; Qwen3-MoE and Mixtral only from 0.29; the logs agree (0.23.0
     Llama-3.2-1B prints "Using V2 Model Runner", 0.26.1 Qwen3-Coder-30B-A3B runs
     gpu_model_runner.py, 0.30.0 Qwen2.5-3B-AWQ prints "Using V2 Model Runner")."""
-    run = vllm_memory.vllm_model_runner
+    def run(spec, version):   # names resolved here, once: vllm_model_runner takes a ModelSpec
+        return vllm_memory.vllm_model_runner(
+            model_preset(spec) if isinstance(spec, str) else spec, version)
     assert [run("Llama-3.1-8B", v) for v in ("0.21.0", "0.22.0", "0.23.0", "0.33.0")] == \
         ["v1", "v1", "v2", "v2"]
     assert run("Qwen2.5-7B", "0.23.0") == "v1" and run("Qwen2.5-7B", "0.25.0") == "v2"

@@ -50,7 +50,8 @@ NVIDIA_SMI_TOTAL_MIB: dict[str, tuple[int, str]] = {
 
 def nvidia_smi_total_mib(gpu_name: str | GPU) -> int:
     """Return the MiB `nvidia-smi --query-gpu=memory.total` prints for this GPU preset, the
-    memory SGLang's rules read; ValueError for a preset with no published figure."""
+    memory SGLang's rules read; ValueError for a preset with no published figure. An entry
+    point (chapter 8 calls it with "H100"): a preset name is resolved here, once."""
     g = _gpu(gpu_name)
     if g.name not in NVIDIA_SMI_TOTAL_MIB:
         raise ValueError(f"gpu_name: no published nvidia-smi memory.total for {g.name!r}; "
