@@ -105,3 +105,16 @@ def test_spec_schedule_figure_refuses_a_broken_schedule():
         plan_plots.spec_schedule_figure([])
     with pytest.raises(ValueError, match="k must be a non-negative integer"):
         plan_plots.spec_schedule_figure([("negative k", [(1, 10, -1)])])
+
+
+def test_recommender_widget_prints_the_plan_and_refuses_unknown_choices():
+    pytest.importorskip("ipywidgets")
+    box = plan_plots.recommender_widget("Llama-3.1-8B", "H100 SXM", n_gpus=1, context=8192)
+    dropdowns = [w for row in box.children[:2] for w in row.children]
+    assert [d.value for d in dropdowns] == ["Llama-3.1-8B", "H100 SXM", 1, 8192, "chat"]
+    with pytest.raises(ValueError, match="model must be one of"):
+        plan_plots.recommender_widget("GPT-5")
+    with pytest.raises(ValueError, match="n_gpus must be one of"):
+        plan_plots.recommender_widget(n_gpus=3)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        plan_plots.recommender_widget(kind="poetry")

@@ -10,6 +10,8 @@ sizes, schedules and labels they are given, and format those sizes for their lab
   one horizontal stacked bar per plan.
 - `spec_schedule_figure(curves)` -> draft tokens k against the running requests, one step
   line per deployment.
+- `recommender_widget(...)` -> the "Try it" dropdowns (model, GPU, count, context, workload)
+  that print `recommend`'s `vllm serve` command or its refusal; needs a running kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from __future__ import annotations
 from . import validate
 from .notebook import COLUMN_WIDTH_IN
 
-__all__ = ["budget_figure", "plans_memory_figure", "spec_schedule_figure", "BUDGET_COLOURS"]
+__all__ = ["budget_figure", "plans_memory_figure", "spec_schedule_figure", "recommender_widget",
+           "BUDGET_COLOURS"]
 
 W = COLUMN_WIDTH_IN
 
@@ -187,3 +190,51 @@ def spec_schedule_figure(curves, max_batch: int | None = None):
     ax.set_ylabel("draft tokens k")
     fig.legend(loc="outside lower center", ncol=1, frameon=False)
     return fig
+
+
+WIDGET_GPU_COUNTS = (1, 2, 4, 8)
+WIDGET_CONTEXTS = (4096, 8192, 32768, 131072)
+
+
+def recommender_widget(model: str = "Llama-3.1-70B", gpu: str = "H100 SXM", n_gpus: int = 4,
+                       context: int = 32768, kind: str = "chat"):
+    """Return dropdowns for a model preset, a GPU preset, the GPU count, the context and the
+    workload kind, above an output that shows `recommend.recommend`'s `vllm serve` command for
+    the choice (or why it is refused), updated on every change. The arguments are the first
+    choice; each must be one of its dropdown's options (ValueError otherwise).
+    """
+    import ipywidgets as widgets
+
+    from . import recommend as rec
+    from .hardware import GPUS
+    from .models import MODELS
+
+    options = {"model": list(MODELS), "gpu": list(GPUS), "n_gpus": list(WIDGET_GPU_COUNTS),
+               "context": list(WIDGET_CONTEXTS), "kind": list(rec.WORKLOAD_KINDS)}
+    chosen = {"model": model, "gpu": gpu, "n_gpus": n_gpus, "context": context, "kind": kind}
+    for name, value in chosen.items():
+        if value not in options[name]:
+            raise ValueError(f"{name} must be one of {options[name]}, got {value!r}")
+    labels = {"model": "model", "gpu": "GPU", "n_gpus": "GPUs", "context": "context",
+              "kind": "workload"}
+    boxes = {name: widgets.Dropdown(options=options[name], value=chosen[name],
+                                    description=labels[name]) for name in options}
+    out = widgets.Output()
+
+    def show(_=None):
+        out.clear_output()
+        with out:
+            try:
+                plan = rec.recommend(boxes["model"].value,
+                                     (boxes["gpu"].value, boxes["n_gpus"].value),
+                                     rec.Workload(boxes["kind"].value,
+                                                  context_tokens=boxes["context"].value))
+                print(plan.vllm_command if plan.ok else f"Refused: {plan.reason}")
+            except ValueError as err:
+                print(f"error: {err}")
+
+    for box in boxes.values():
+        box.observe(show, names="value")
+    show()
+    return widgets.VBox([widgets.HBox([boxes["model"], boxes["gpu"], boxes["n_gpus"]]),
+                         widgets.HBox([boxes["context"], boxes["kind"]]), out])
