@@ -70,6 +70,10 @@ def test_every_figure_is_drawn_for_the_column(name):
     fig = FIGURES[name]()
     assert figure_text_problems(fig) == []
     assert legends_outside_axes(fig)
+    # no power-of-ten tick labels: their superscripts are set below the smallest text
+    ticks = [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for t in axis.get_ticklabels(which="both")]
+    assert not [t for t in ticks if "$" in t or "^" in t]
 
 
 def test_panels_stack_in_rows():

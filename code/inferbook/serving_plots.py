@@ -59,6 +59,19 @@ def _rows(name: str, rows, keys: Sequence[str]) -> list[Mapping]:
     return rows
 
 
+def _plain_log_ticks(axis) -> None:
+    """Label a log `axis` with plain numbers (1,000 and 0.01, not 10³ or 10⁻²): a power's
+    superscript is set smaller than the book's smallest text."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(minor_thresholds=(2, 0.5)))
+
+
 def _legend_below(fig, ax, ncol: int = 2) -> None:
     """Put `ax`'s legend under the figure, outside every axes (constrained layout)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -133,6 +146,7 @@ def vllm_serve_check(rows: Sequence[Mapping], fit_rates: Sequence[float]):
         for rate in fit_rates:
             ax.axvline(rate, color="0.6", lw=0.8, ls=":")
         ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
         ax.set_ylabel(f"{m.upper()} (ms)")
     axes[-1].set_xlabel("request rate (requests/s)")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -146,6 +160,7 @@ def stall_by_prompt(lengths: Sequence[int], itl_p99_ms: Mapping[str, Sequence[fl
     """Return the p99 inter-token latency (ms) against the prompt length (log2 x), one line
     per configuration in `itl_p99_ms` (label -> one value per length)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     lengths = _numbers("lengths", lengths, positive=True)
     if not itl_p99_ms:
@@ -155,6 +170,8 @@ def stall_by_prompt(lengths: Sequence[int], itl_p99_ms: Mapping[str, Sequence[fl
         ax.plot(lengths, _numbers(f"itl_p99_ms[{label!r}]", values, len(lengths)), "o-",
                 label=label)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [f"{n:,.0f}" for n in lengths])
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("ITL p99 (ms)")
     _legend_below(fig, ax, ncol=1)
@@ -183,6 +200,7 @@ def latency_knee(rates: Sequence[float], curves: Mapping[str, tuple]):
     top.set_xlabel("output tokens / s")
     top.set_ylabel("p90 TTFT (s)")
     top.set_yscale("log")
+    _plain_log_ticks(top.yaxis)
     bottom.set_xlabel("arrival rate (requests / s)")
     bottom.set_ylabel("p90 TPOT (ms)")
     _legend_below(fig, top, ncol=len(curves) if len(curves) <= 2 else 2)
