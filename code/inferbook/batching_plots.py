@@ -25,10 +25,18 @@ from matplotlib.patches import Rectangle
 
 from .notebook import COLUMN_WIDTH_IN
 
-__all__ = ["scheduler_step_diagram", "output_length_histogram", "occupancy_figure",
-           "batching_explorer", "vllm_steps_report", "static_vs_continuous_report",
-           "chunked_prefill_report", "peer_report", "vllm_tokens_report",
-           "vllm_throughput_report"]
+__all__ = [
+    "batching_explorer",
+    "chunked_prefill_report",
+    "occupancy_figure",
+    "output_length_histogram",
+    "peer_report",
+    "scheduler_step_diagram",
+    "static_vs_continuous_report",
+    "vllm_steps_report",
+    "vllm_throughput_report",
+    "vllm_tokens_report",
+]
 
 _KIND_COLOUR = {"decode": "#74c476", "prefill": "#9ecae1"}
 _KIND_LABEL = {"decode": "decode (1 token per sequence)", "prefill": "prefill (prompt or chunk)"}
@@ -70,7 +78,7 @@ def scheduler_step_diagram(steps: Sequence[Sequence[tuple[str, int, str]]], budg
                 x0, x1 = narrow[0][0], narrow[-1][0] + narrow[-1][2]
                 name = narrow[0][1] if len(narrow) == 1 else f"{narrow[0][1]}–{narrow[-1][1]}"
                 ax.text((x0 + x1) / 2, y + 0.3, name, ha="center", va="center",
-                        bbox=dict(facecolor=_KIND_COLOUR[narrow[0][3]], edgecolor="none", pad=1))
+                        bbox={"facecolor": _KIND_COLOUR[narrow[0][3]], "edgecolor": "none", "pad": 1})
                 narrow = []
             if seq is None:
                 break
@@ -180,8 +188,8 @@ def static_vs_continuous_report(bench: Mapping, wall: Mapping) -> str:
     sc = bench["static_vs_continuous"]
     ratios = np.array(sc["throughput_ratio_per_pair"])
     tpot = np.array(sc["tpot_p50_ratio_per_pair"])
-    lines = [f"{bench['machine']['processor']}, torch {bench['torch']}, 1 thread, "
-             f"{bench['date'][:10]}; {len(ratios)} alternated pairs of runs",
+    lines = [(f"{bench['machine']['processor']}, torch {bench['torch']}, 1 thread, "
+             f"{bench['date'][:10]}; {len(ratios)} alternated pairs of runs"),
              f"{'output tokens per CPU second':<30}{'median':>7}{'range':>12}"]
     for policy in ("static", "continuous"):
         tp = [r["throughput_tok_cpu_s"] for r in sc[policy]["runs"]]
@@ -219,13 +227,13 @@ def peer_report(peer: Mapping) -> str:
     """Return the book's engine beside transformers (peer_engine.json): tokens per CPU
     second (median, range) and each engine's CPU time by where it went."""
     w, sh = peer["workload"], peer["shape"]
-    lines = [f"GPT-2 shape, random weights: {sh['n_layer']} layers, width {sh['n_embd']}, "
-             f"{sh['n_head']} heads, vocabulary {sh['vocab_size']}",
-             f"{w['requests']} requests, prompts {w['prompt_len'][0]}-{w['prompt_len'][1]} "
-             f"tokens, {w['new_tokens_each']} new tokens each; greedy tokens identical",
+    lines = [(f"GPT-2 shape, random weights: {sh['n_layer']} layers, width {sh['n_embd']}, "
+             f"{sh['n_head']} heads, vocabulary {sh['vocab_size']}"),
+             (f"{w['requests']} requests, prompts {w['prompt_len'][0]}-{w['prompt_len'][1]} "
+             f"tokens, {w['new_tokens_each']} new tokens each; greedy tokens identical"),
              f"{'':<15}{'tok / CPU s':>17}   share of CPU time (%)",
-             f"{'':<15}{'median':>7}{'range':>10}{'matmul':>8}{'attn':>6}{'other':>6}"
-             f"{'outside':>8}"]
+             (f"{'':<15}{'median':>7}{'range':>10}{'matmul':>8}{'attn':>6}{'other':>6}"
+             f"{'outside':>8}")]
     for name, tps in peer["throughput_tok_cpu_s"].items():
         p = peer["profile"][name]
         s = [100 * p[k] / p["total"]
@@ -240,11 +248,11 @@ def vllm_tokens_report(same: Mapping) -> str:
     (vllm_engine_tokens.json): per model, requests, prompt lengths, prompts over the chunk
     budget and sharing a prefix, and how many requests came back identical in each."""
     lim = same["engine_limits"]
-    lines = [f"vLLM {same['versions']['vllm']}, block size {lim['block_size']}, "
+    lines = [(f"vLLM {same['versions']['vllm']}, block size {lim['block_size']}, "
              f"{lim['max_num_batched_tokens']} tokens per step,"
-             " chunked prefill and prefix caching on",
-             f"{'model':<11}{'requests':>9}{'prompts':>10}{'> budget':>9}{'prefix':>7}"
-             "   identical requests (vLLM / transformers / book)"]
+             " chunked prefill and prefix caching on"),
+             (f"{'model':<11}{'requests':>9}{'prompts':>10}{'> budget':>9}{'prefix':>7}"
+             "   identical requests (vLLM / transformers / book)")]
     for kind, m in same["models"].items():
         lens, ok = m["prompt_lengths"], m["identical_requests"]
         lines.append(f"{kind:<11}{m['requests']:>9}{min(lens):>5}-{max(lens):<4}"
