@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from inferbook import batching_plots as plots
 from inferbook.notebook import apply_plot_defaults, figure_text_problems, repo_root
 
