@@ -489,9 +489,10 @@ def test_capacity_plan_sets_tp_replicas_and_cap(monkeypatch):
     p = recommend("Llama-3.1-8B", "4xH100", w, request_rate=5.0, ttft_p90_s=1.0, tpot_p90_s=0.05)
     assert (p.tensor_parallel, p.data_parallel, p.max_num_seqs) == (2, 2, 48)
     assert "--max-num-seqs 48" in p.vllm_command and "--data-parallel-size 2" in p.vllm_command
-    name, gpu_name, kw = calls[0]
-    assert (name, gpu_name) == ("Llama-3.1-8B", "H100 SXM")
+    name, g, kw = calls[0]
+    assert (name, g) == ("Llama-3.1-8B", gpu("H100 SXM"))   # resolved once, by recommend
     assert kw["prompt_tokens"] == 2048 - 256 and kw["output_tokens"] == 256
+    assert kw["gpu_memory_utilization"] == 0.92   # recommend's own (vLLM's default)
     assert kw["request_rate"] == 5.0 and kw["weight_dtype"] == "bf16"
     text = render.render_markdown(p)
     assert "p90 TTFT 0.80 s" in text and "p90 TPOT 45 ms" in text

@@ -6,6 +6,7 @@ import itertools
 import pytest
 
 from inferbook import sizing, vllm_memory
+from inferbook.hardware import gpu
 from inferbook.models import MODELS
 from inferbook.recommend import Workload, recommend
 
@@ -24,7 +25,7 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
     lay = p.decision("parallelism").value["layout"]
     if lay.ep > 1:   # DP attention + EP: weights are not a TP split (test_recommend checks them)
         return
-    tp, pp = p.tensor_parallel, p.pipeline_parallel
+    tp, pp, g = p.tensor_parallel, p.pipeline_parallel, gpu(p.gpu)   # a plan names its GPU
     assert p.weight_bytes_total == sizing.weight_bytes(spec, p.weight_dtype)
     assert p.memory.weight_bytes == sizing.weight_bytes_per_gpu(
         spec, tp, p.weight_dtype, pipeline_parallel=pp) + vllm_memory.vllm_replicated_bytes(spec, tp)
@@ -35,9 +36,9 @@ def test_recommend_uses_sizings_bytes(name, gpus, ctx):
                                                            pipeline_parallel=pp)
     runtime = vllm_memory.vllm_runtime_memory(
         spec, tp, max_num_batched_tokens=p.max_num_batched_tokens, max_num_seqs=p.max_num_seqs,
-        gpu=p.gpu)
+        gpu=g)
     budget = vllm_memory.vllm_memory_budget(
-        spec, p.gpu, tp, gpu_memory_utilization=p.gpu_memory_utilization,
+        spec, g, tp, gpu_memory_utilization=p.gpu_memory_utilization,
         weight_dtype=p.weight_dtype, max_num_batched_tokens=p.max_num_batched_tokens,
         max_num_seqs=p.max_num_seqs, pipeline_parallel=pp)
     assert budget.runtime == runtime
