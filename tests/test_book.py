@@ -211,8 +211,10 @@ OVERFLOW_JS = r"""() => {
   const rt = document.querySelector('article .ib-reading-time');
   const readingTime = rt ? {text: rt.textContent.trim(), bottom: rt.getBoundingClientRect().bottom + scrollY,
                             visible: rt.checkVisibility()} : null;
-  // how much of the page's height is code a reader scrolls past (input cells, not outputs)
+  // how much of the page's height is code a reader scrolls past (input cells, not outputs;
+  // a collapsed hide-input cell takes no room, though Chromium still reports its box's height)
   const codeHeight = [...document.querySelectorAll('article div.cell_input')]
+    .filter(c => !c.closest('details:not([open])'))
     .reduce((h, c) => h + c.getBoundingClientRect().height, 0);
   const codeShare = art ? codeHeight / art.getBoundingClientRect().height : 0;
   return {scrollWidth: doc.scrollWidth, clientWidth: cw, wide: wide.slice(0, 5), math, imgs, codeShare,
