@@ -749,60 +749,32 @@ def _kv_grid():
 
 
 def _kv_expected(q):
-    """The KV calculator's answers from the package: vLLM's start-up budget
-    (`vllm_memory.vllm_memory_budget` at `vllm serve`'s default caps on the GPU) and
-    `sizing`'s per-GPU KV bytes."""
+    """The KV calculator's answers from the package: `vllm_fit` (vLLM's start-up budget at
+    `vllm serve`'s default limits, `sizing`'s per-GPU KV bytes)."""
     from inferbook import sizing
-    from inferbook.models import MODELS
-    from inferbook.vllm_memory import vllm_default_caps, vllm_memory_budget
-
     from inferbook.hardware import GPUS
+    from inferbook.models import MODELS
+    from inferbook.vllm_fit import vllm_fit, vllm_min_tp_degree
 
-    # resolved once, here, as the package's entry points do
     model, gpu = MODELS[q["model"]], GPUS[q["gpu"]]
-    ctx, batch, kv = q["ctx_tokens"], q["batch"], q["kv_dtype"]
-
-    def left(n):   # vLLM's "Available KV cache memory" on n-way TP
-        tokens, seqs = vllm_default_caps(gpu)
-        return vllm_memory_budget(model, gpu, n, gpu_memory_utilization=q["gpu_memory_utilization"],
-                                  weight_dtype=q["weight_dtype"], max_num_batched_tokens=tokens,
-                                  max_num_seqs=seqs)
-
-    fewest = next((n for n in sizing.valid_tp_degrees(model, 8)
-                   if 0 < left(n).available_kv_bytes
-                   and sizing.kv_bytes_per_gpu(model, n, ctx, batch, kv) <= left(n).available_kv_bytes),
-                  "none")
+    args = dict(kv_dtype=q["kv_dtype"], weight_dtype=q["weight_dtype"],
+                gpu_memory_utilization=q["gpu_memory_utilization"])
     expected = {
-        "kv_bytes_per_token": sizing.kv_bytes_per_token(model, kv),
-        "kv_bytes_total": sizing.kv_bytes(model, ctx, batch, kv),
-        "min_tp_degree": fewest,
+        "kv_bytes_per_token": sizing.kv_bytes_per_token(model, q["kv_dtype"]),
+        "kv_bytes_total": sizing.kv_bytes(model, q["ctx_tokens"], q["batch"], q["kv_dtype"]),
+        "min_tp_degree": vllm_min_tp_degree(model, gpu, q["ctx_tokens"], q["batch"], **args)
+        or "none",
     }
-    n = q["n_gpus"]
-    if sizing.tp_problem(model, n):
+    if sizing.tp_problem(model, q["n_gpus"]):
         expected["verdict"] = "invalid"
         return expected
-    b = left(n)
-    budget = b.available_kv_bytes
-    kv_gpu = sizing.kv_bytes_per_gpu(model, n, ctx, batch, kv)
-
-    def holds(c):
-        return budget > 0 and sizing.kv_bytes_per_gpu(model, n, c, batch, kv) <= budget
-
-    lo, hi = 0, model.max_position_embeddings
-    if holds(hi):
-        lo = hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
-    outside = b.reserve_bytes
+    r = vllm_fit(model, gpu, q["n_gpus"], q["ctx_tokens"], q["batch"], **args)
     expected.update(
-        kv_bytes_per_gpu=kv_gpu, weight_bytes_per_gpu=b.weight_bytes,
-        runtime_bytes_per_gpu=b.runtime.total_bytes, outside_bytes_per_gpu=outside,
-        kv_budget_bytes_per_gpu=budget,
-        used_bytes_per_gpu=outside + b.runtime.total_bytes + b.weight_bytes + kv_gpu,
-        verdict="fits" if 0 < budget and kv_gpu <= budget else "does-not-fit",
-        max_batch=sizing.sequences_that_fit(budget, model, n, ctx, kv) if budget > 0 else 0,
-        max_context=lo,
+        kv_bytes_per_gpu=r.kv_bytes_per_gpu, weight_bytes_per_gpu=r.budget.weight_bytes,
+        runtime_bytes_per_gpu=r.budget.runtime.total_bytes, outside_bytes_per_gpu=r.outside_bytes,
+        kv_budget_bytes_per_gpu=r.kv_budget_bytes, used_bytes_per_gpu=r.used_bytes_per_gpu,
+        verdict="fits" if r.fits else "does-not-fit", max_batch=r.max_batch,
+        max_context=r.max_context,
     )
     return expected
 

@@ -23,7 +23,7 @@ FLOORS = {
     "foundation": ["arith", "validate", "decision", "hardware", "models", "checkpoint_format",
                    "vision_towers", "attention_backends", "speculation_math", "notebook",
                    "exercise_hashes"],
-    "arithmetic": ["sizing", "vllm_memory"],
+    "arithmetic": ["sizing", "vllm_memory", "vllm_fit"],
     "kernels": ["masks", "softmax", "flash", "io_model", "roofline", "split_kv", "triton_launch",
                 "triton_paged_decode", "triton_flash", "triton_aot", "triton_plots",
                 "triton_device", "fp8_attention", "gpt", "llama", "tiny_lm"],

@@ -2,9 +2,10 @@
 log check all read `vllm_memory`, and agree with `vllm_memory.vllm_startup` on a grid of
 (model, GPU, TP, utilization, context).
 
-The book's static KV calculator is not in that set: it computes chapter 2's simplified budget
-(a reserve fraction, no runtime terms) and says so on the page; the test checks the label and that
-its presets hand it the same GPU memory and model shapes the one budget starts from.
+The book's KV calculators read it too: `vllm_fit` (chapter 2's widget, and the oracle the static
+page is compared with in tests/test_book.py) on `vllm_memory_budget` at `vllm serve`'s default
+limits, and the static page from terms the exporter takes from `vllm_memory`; the tests here
+check that `vllm_fit`'s budget is `vllm_startup`'s and that the page's presets carry vLLM's terms.
 """
 
 from __future__ import annotations
@@ -174,11 +175,32 @@ def _export():
     return mod
 
 
-def test_calculator_says_it_is_chapter_2s_simplified_budget():
-    """The static calculator is not vLLM's budget: the page says so, visibly, above its fields."""
+@pytest.mark.parametrize("model,gpu,tp,util,ctx", GRID)
+def test_calculator_budget_is_the_one_budget(model, gpu, tp, util, ctx):
+    """The static calculator's budget, computed as its JS does from the exported presets
+    (ceil(total x u) - weights - replicated - runtime), and `vllm_fit`'s equal vLLM's start-up
+    budget at `vllm serve`'s default limits."""
+    from inferbook.vllm_fit import vllm_fit
+
+    P = _export().presets()
+    spec, g = MODELS[model], GPUS[gpu]
+    tokens, seqs = vllm_memory.vllm_default_caps(g)
+    st = vllm_memory.vllm_startup(spec, g, tp, max_model_len=min(ctx, spec.max_position_embeddings),
+                                  gpu_memory_utilization=util, kv_dtype=KV, weight_dtype=WEIGHTS,
+                                  max_num_batched_tokens=tokens, max_num_seqs=seqs)
+    js_budget = (math.ceil(round(P["gpus"][gpu]["memory_bytes"] * util, 6))
+                 - sizing.weight_bytes_per_gpu(spec, tp, WEIGHTS)
+                 - P["vllm"]["replicated_bytes"][model][str(tp)]
+                 - P["vllm"]["runtime_bytes"][model][gpu][str(tp)])
+    fit = vllm_fit(spec, g, tp, ctx, 1, KV, WEIGHTS, util)
+    assert js_budget == fit.kv_budget_bytes == st.budget.available_kv_bytes
+
+
+def test_calculator_says_it_is_vllms_budget():
+    """The page says which budget it computes, visibly, above its fields."""
     js = (ROOT / "book" / "calculators" / "kv_calculator.js").read_text()
-    assert 'root.dataset.budget = "simplified"' in js
-    assert "Chapter 2's simplified budget" in js and "el(\"p\", {class: \"ib-budget-note\"}, [BUDGET_NOTE])" in js
+    assert 'root.dataset.budget = "vllm"' in js and "start-up budget" in js
+    assert 'el("p", {class: "ib-budget-note"}, [budgetNote(P)])' in js
     css = (ROOT / "book" / "calculators" / "calculators.css").read_text()
     assert ".ib-budget-note" in css and "display: none" not in css.split(".ib-budget-note", 1)[1].split("}")[0]
 

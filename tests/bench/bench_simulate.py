@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from inferbook import cost_model, tiny_lm, workload
+from inferbook import cost_model, sizing, tiny_lm, workload
 from inferbook import simulate as sim
 from inferbook.engine import serve
+from inferbook.hardware import gpu
 from inferbook.models import model
 from inferbook.workload import mixed_workload
 
@@ -222,8 +223,11 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
     """
     spec = model(run["model"])
     block_size = 16
-    num_blocks = sim.kv_blocks(spec, run["gpu"], run["tp"], block_size, run["kv_dtype"], run["weight_dtype"],
-                               reserve_fraction=run.get("reserve_fraction", 1 - KV_FRACTION))
+    # the published engines' pool (trtllm-bench, SGLang, MLPerf), not vLLM's start-up budget: the
+    # memory after a reserve and the weights, in one-block sequences (sizing.max_batch)
+    num_blocks = sizing.max_batch(spec, gpu(run["gpu"]), run["tp"], ctx_tokens=block_size,
+                                  kv_dtype=run["kv_dtype"], weight_dtype=run["weight_dtype"],
+                                  reserve_fraction=run.get("reserve_fraction", 1 - KV_FRACTION))
     max_seqs, max_tokens = trtllm_bench_limits(num_blocks, block_size, run["prompt_tokens"], run["output_tokens"])
     # runs that state their own limits (SGLang, MLPerf) use them instead of trtllm-bench's
     if "max_num_seqs" in run:
@@ -240,7 +244,7 @@ def unit_costs(run: dict, k: int | None = None) -> dict:
     shapes = sim.step_shapes(reqs, num_blocks=num_blocks // k, block_size=block_size,
                              max_num_seqs=max_seqs // k, max_num_batched_tokens=max_tokens // k,
                              chunked_prefill=True)
-    unit = cost_model.CostModel.for_gpu(spec, run["gpu"], run["tp"], cost_model.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
+    unit = cost_model.CostModel.for_gpu(spec, gpu(run["gpu"]), run["tp"], cost_model.Efficiency(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
                                  run["kv_dtype"], run["weight_dtype"])
     terms = np.array([[c.compute_s, c.memory_s, c.comm_s] for c in (unit.cost(s * k) for s in shapes)])
     latency_steps = 2 * spec.num_hidden_layers * (run["tp"] > 1)
