@@ -285,3 +285,14 @@ def test_the_private_check_sees_imports_and_attributes():
                            "tests/test_fragmentation.py") == []
     assert private_reaches("from inferbook import blocks\nblocks._x\n", "tests/test_state.py") == [
         "tests/test_state.py:2: blocks._x"]
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_over_600_lines():
+    """Each module is one idea a newcomer can read: a module past 600 lines is two ideas (split
+    it along its seam, as sizing / vllm_memory / vllm_fit and the grading modules were)."""
+    long = {p.stem: n for p in PACKAGE.glob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

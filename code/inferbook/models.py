@@ -1,31 +1,24 @@
 """Model presets as data: the attention and size fields of real models' published `config.json`.
 
 Field names are the `config.json` keys, so every value can be checked against the file named in
-`source` (a Hugging Face repository and file). Only what KV-cache and weight sizing need is kept.
-
-Parameter counts are *computed* from these fields by `param_count` (embeddings, attention,
-MLP or experts, norms, biases: every tensor the checkpoint holds for the main model), and each
-preset also stores the count its authors published (`published_params`, with `params_source`
-saying where). `tests/test_models.py` checks that the two agree to within 1 %, and the computed
-counts that the Hugging Face model pages list to the parameter are asserted exactly there.
+`source`. Only what KV-cache and weight sizing need is kept. Parameter counts are *computed* from
+these fields by `param_count` (every tensor the checkpoint holds for the main model) and checked
+against the count the authors published (`published_params`, `params_source`) in
+`tests/test_models.py`, exactly where a model page lists the count to the parameter.
 
 Conventions:
-* `num_key_value_heads` is the number of K/V heads (MHA: = heads, GQA: fewer, MQA: 1). For MLA
-  models the config repeats `num_attention_heads` there; MLA caches no per-head K/V at all, so
-  sizing uses `kv_lora_rank + qk_rope_head_dim` instead (see `inferbook.sizing`).
-* `sliding_window` is the window of the layers that use one; `sliding_window_layers` says which:
-  "all" (Mistral-7B-v0.1), "even" (Gemma-2: layers 0, 2, 4, ... are local, the odd ones global,
-  as in the Transformers implementation, `is_sliding = not layer_idx % 2`), or one bool per
-  layer (a config's `layer_types`).
+* `num_key_value_heads` is the number of K/V heads (MHA: = heads, GQA: fewer, MQA: 1). MLA
+  configs repeat `num_attention_heads` there, but MLA caches no per-head K/V: sizing uses
+  `kv_lora_rank + qk_rope_head_dim` instead (`inferbook.sizing`).
+* `sliding_window_layers` says which layers use `sliding_window`: "all" (Mistral-7B-v0.1), "even"
+  (Gemma-2: layers 0, 2, 4, ... local, as Transformers' `is_sliding = not layer_idx % 2`), or one
+  bool per layer (a config's `layer_types`).
+* DeepSeek-V3's multi-token-prediction layer (`num_nextn_predict_layers`) serves only
+  speculative decoding and is not counted (the paper's 671B excludes it).
 
-Names: `model(name)` accepts a preset name or a Hugging Face repository (base or chat),
-case-insensitively; `ModelSpec.from_hf_config(dict | path)` reads any other model's config.json
-(Llama, Mistral, Qwen2, Gemma-2, Phi-3, Mixtral, DeepSeek-V2/V3 field names). A raw config dict
-passed where a spec is expected raises TypeError pointing to `from_hf_config` (`as_spec`).
-* DeepSeek-V3's checkpoint also ships one multi-token-prediction layer (`num_nextn_predict_layers`);
-  it is used only for speculative decoding, so it is not counted here (the paper's 671B excludes it).
+Names: `model(name)` (a preset or Hugging Face repository), `ModelSpec.from_hf_config` (any
+other config.json); `as_spec` and `require_spec` for the package's entry and inner functions.
 """
-
 from __future__ import annotations
 
 import json
@@ -77,15 +70,12 @@ class ModelSpec:
     params_source: str = ""
     # the instruction-tuned repository a chat or agent deployment serves ("" if none published)
     chat_repo: str = ""
-    # The chat repository's own context limit when it differs from the base model's (0: same).
-    # Qwen2.5-*-Instruct ship max_position_embeddings 32768 and reach 128K only with YaRN;
-    # `chat_rope_scaling` is the override vLLM needs for more (JSON for --hf-overrides /
-    # --rope-scaling), as the model card gives it.
+    # the chat repository's context limit if not the base's (0: same; Qwen2.5-*-Instruct: 32768,
+    # 128K only with YaRN, `chat_rope_scaling`: vLLM's override, as the model card gives it)
     chat_max_position_embeddings: int = 0
     chat_rope_scaling: str = ""
-    # how the checkpoint stores its weights: "bf16", "fp16", "fp32", "fp8", "int8", "int4",
-    # "awq" (AWQ/GPTQ 4-bit, group 128), "w4a16" (compressed-tensors 4-bit) or "mxfp4" (gpt-oss:
-    # routed experts only); sizing.weight_bytes's default
+    # how the checkpoint stores its weights (CHECKPOINT_DTYPES; "awq": AWQ/GPTQ 4-bit, group 128;
+    # "mxfp4": gpt-oss's routed experts only); sizing.weight_bytes's default
     checkpoint_dtype: str = "bf16"
     # parameters outside the language model the checkpoint also loads (a vision tower, its
     # patch embedding and the projector into the language model)
@@ -98,9 +88,8 @@ class ModelSpec:
     norm_bias: bool = False
     learned_positions: int = 0
     qk_norm: bool = False            # an RMSNorm over each head's q and k (Qwen3, Gemma-3)
-    # what the windowed layers do: "sliding" (a window that moves with each token) or "chunked"
-    # (Llama-4's chunked local attention: a token attends within its chunk of `sliding_window`
-    # tokens, so such a layer caches at most that many)
+    # windowed layers: "sliding" (moves with each token) or "chunked" (Llama-4: a token attends
+    # within its chunk of `sliding_window` tokens, so the layer caches at most that many)
     local_attention: str = "sliding"
     # one bool per layer, True where the layer is MoE ((): all but the first_k_dense_replace)
     moe_layer_flags: tuple[bool, ...] = ()
@@ -314,9 +303,7 @@ def param_count(spec: ModelSpec, active_only: bool = False) -> int:
     return total
 
 
-# ---------------------------------------------------------------------------------------------
-# Hugging Face config.json
-
+# Hugging Face config.json ---------------------------------------------------------------------
 
 _REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
              "vocab_size", "max_position_embeddings")
@@ -585,10 +572,8 @@ def model(name: str) -> ModelSpec:
 
 
 def as_spec(spec) -> ModelSpec:
-    """Return `spec` as a ModelSpec: a ModelSpec, or a preset name (see `model`).
-
-    A raw config.json dict is refused with a TypeError pointing to `ModelSpec.from_hf_config`.
-    """
+    """Return `spec` (a ModelSpec or a preset name, see `model`) as a ModelSpec; a config.json
+    dict is refused with a TypeError pointing to `ModelSpec.from_hf_config`."""
     if isinstance(spec, ModelSpec):
         return spec
     if isinstance(spec, str):

@@ -32,9 +32,6 @@ are split across GPUs (replicated once there are more GPUs than KV heads); an ML
 split, every GPU holds the whole latent cache. Pipeline parallelism over `pipeline_parallel`
 stages splits the layers: a GPU holds its stage's weights and its stage's layers' cache.
 
-GPU memory is the total CUDA reports (`GPU.memory_bytes`, e.g. 79.18 GiB on an H100 80GB), not
-the datasheet's "GB": that is what vLLM multiplies by `gpu_memory_utilization`.
-
 Weights default to the checkpoint's own format (`ModelSpec.checkpoint_dtype`: bf16 for the
 presets; fp8, AWQ/GPTQ ("awq"), compressed-tensors W4A16 ("w4a16") and MXFP4 (gpt-oss, routed
 experts only) from a config's `quantization_config`).
@@ -43,11 +40,11 @@ The memory budget (`memory_budget`): ``ceil(total x gpu_memory_utilization)`` mi
 weights minus a `RuntimeMemory` (activations, CUDA graphs, non-torch memory) is what the KV
 cache gets. Chapter 2 folds the runtime terms into `reserve_fraction`; vLLM's own start-up
 budget, term by term from its source, is `inferbook.vllm_memory` (which builds on these
-functions: `layer_kv_bytes`, `stage_windows`, `request_blocks`, `fraction`).
+functions), and `inferbook.vllm_fit` answers the KV calculators' question with it. GPU memory is
+the total CUDA reports (`GPU.memory_bytes`, e.g. 79.18 GiB on an H100 80GB), not the datasheet's
+"GB": what vLLM multiplies by `gpu_memory_utilization`.
 
-GPU memory is the total CUDA reports (`GPU.memory_bytes`), in both readings.
-
-Names are resolved once, by the entry points chapter 2's calculator and readers call
+Names are resolved once, by the entry points chapter 2 and its readers call
 (`kv_bytes`, `kv_bytes_per_token`, `kv_bytes_per_gpu`, `weight_bytes`, `valid_tp_degrees`,
 `fits`, `max_batch`, `max_context`, `min_tp_degree`: a preset name or the object); every other
 function here takes the resolved `ModelSpec` / `GPU` and refuses a name (`models.require_spec`,
@@ -168,8 +165,7 @@ def fraction(name: str, value, *, high_open: bool) -> float:
     return value
 
 
-# ---------------------------------------------------------------------------------------------
-# bytes per token
+# bytes per token ------------------------------------------------------------------------------
 
 
 def kv_values_per_token_per_layer(spec: ModelSpec) -> int:
@@ -299,8 +295,7 @@ def with_kv_heads(spec: ModelSpec, num_key_value_heads: int) -> ModelSpec:
                    source=f"hypothetical: {s.source} with num_key_value_heads={num_key_value_heads}")
 
 
-# ---------------------------------------------------------------------------------------------
-# tensor parallelism
+# tensor parallelism ---------------------------------------------------------------------------
 
 
 def tp_problem(spec: ModelSpec, n_gpus: int) -> str | None:
@@ -420,8 +415,7 @@ def sequences_that_fit(kv_budget_bytes: int, spec: ModelSpec, n_gpus: int,
     return 1 + (kv_budget_bytes - whole) // (whole - shared)
 
 
-# ---------------------------------------------------------------------------------------------
-# the memory budget
+# the memory budget ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -477,8 +471,7 @@ def memory_budget(spec: ModelSpec, gpu: GPU, n_gpus: int = 1,
     return MemoryBudget(g.memory_bytes, usable, weights, runtime)
 
 
-# ---------------------------------------------------------------------------------------------
-# does it fit?
+# does it fit? ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,7 @@ def parse_version(value) -> tuple[int, int, int]:
     return tuple((nums + [0, 0])[:3])  # type: ignore[return-value]
 
 
-# ---------------------------------------------------------------------------------------------
-# the KV cache from the available bytes
+# the KV cache from the available bytes --------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -185,8 +184,7 @@ def vllm_kv_cache(spec: ModelSpec, n_gpus: int = 1, *, available_bytes: int,
     return VllmKVCache(available_bytes, block_size, len(groups), size, bytes_per_block,
                        num_blocks, per_request, max_model_len, tokens, concurrency, rule)
 
-# ---------------------------------------------------------------------------------------------
-# the non-KV terms
+# the non-KV terms -----------------------------------------------------------------------------
 
 # Non-torch memory per GPU (GiB), read from start-up logs (the records that set them are
 # `vllm_logs.FIT_RECORDS`; vLLM measures it at start-up, no configuration predicts it exactly):
