@@ -163,3 +163,26 @@ def test_check_mode_refuses_to_draw_an_unreadable_figure(monkeypatch, tmp_path):
     with pytest.raises(notebook.FigureTextTooSmall, match="6 pt"):
         fig.savefig(io.BytesIO(), format="png")
     plt.close(fig)
+
+
+def test_legend_below_and_plain_log_ticks():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inferbook.notebook import (apply_plot_defaults, figure_text_problems, legend_below,
+                                    plain_log_ticks)
+
+    apply_plot_defaults()
+    fig, ax = plt.subplots(layout="constrained")
+    ax.loglog([1, 10, 1000], [0.01, 0.1, 1], label="a line")
+    legend_below(fig, ax)
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
+    fig.canvas.draw()
+    assert not ax.get_legend() and len(fig.legends) == 1
+    ticks = [t.get_text() for axis in (ax.xaxis, ax.yaxis) for t in axis.get_ticklabels()]
+    assert "1,000" in ticks and "0.01" in ticks and not [t for t in ticks if "$" in t]
+    assert figure_text_problems(fig) == []
+    plt.close(fig)

@@ -231,3 +231,15 @@ def test_prefix_insert_that_would_fail_half_way_changes_nothing():
     with pytest.raises(ValueError, match="already cached"):
         prefix.insert([3, 4, 5, 6], [1, 0])  # block 1 would be indexed before block 0 fails
     assert prefix.num_cached_blocks == 1 and not prefix.is_cached(1)
+
+
+def test_finite_floats_refuses_each_bad_series_by_name():
+    from inferbook.validate import finite_floats
+
+    assert finite_floats("x", (1, 2.5)) == [1.0, 2.5]
+    assert finite_floats("x", [3], length=1, minimum=0, positive=True) == [3.0]
+    for values, kwargs, words in [("12", {}, "sequence"), ([], {}, "empty"), ([1, 2], {"length": 3}, "expected 3"),
+                                  ([1, 0], {"positive": True}, "positive"), ([1, float("nan")], {}, r"x\[1\]"),
+                                  ([-1], {"minimum": 0}, r"x\[0\]"), ([True], {}, "real number")]:
+        with pytest.raises((TypeError, ValueError), match=words):
+            finite_floats("x", values, **kwargs)

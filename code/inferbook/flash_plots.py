@@ -19,7 +19,7 @@ import textwrap
 
 import numpy as np
 
-from .notebook import COLUMN_WIDTH_IN
+from .notebook import COLUMN_WIDTH_IN, legend_below
 
 __all__ = [
     "tiling_diagram",
@@ -60,12 +60,6 @@ def _figure(height: float, **kw):
     import matplotlib.pyplot as plt
 
     return plt.figure(figsize=(WIDTH, height), layout="constrained", **kw)
-
-
-def _legend_below(fig, ax, ncol: int = 1) -> None:
-    """The axes' legend under the plot, clear of the data."""
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=ncol)
 
 
 def _log_ticks(ax, xs) -> None:
@@ -160,7 +154,7 @@ def tile_error_figure(block_ks, ratios, rule: float = 2.0):
                                    for b in block_ks])
     ax.minorticks_off()
     ax.set(xlabel="block_k (keys per K/V tile; 1k = 1024)", ylabel="tiled / plain max error")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2, frameon=True)
     return fig
 
 
@@ -182,7 +176,7 @@ def memory_figure(ns, plain_mib, tiled_mib, head_dim: int):
     ax.loglog(ns, 4 * head_dim * ns / 2**20, "k--", lw=1, label="N d float32 (output)")
     _log_ticks(ax, ns)
     ax.set(xlabel="sequence length N", ylabel="peak memory (MiB)")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2, frameon=True)
     return fig
 
 
@@ -207,7 +201,7 @@ def io_vs_n_figure(ns, standard, flash, head_dim: int, sram: int):
     _log_ticks(ax, ns)
     ax.set(xlabel="N", ylabel="HBM accesses (elements)",
            title=f"d = {head_dim}, M = {sram:,}")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2, frameon=True)
     return fig
 
 
@@ -224,7 +218,7 @@ def io_vs_sram_figure(sram_sizes, standard, flash, n: int):
     ax.loglog(ms, fa, "s-", label="FlashAttention")
     ax.loglog(ms, fa[mid] * ms[mid] / ms, "k--", label="∝ 1/M")
     ax.set(xlabel="SRAM size M (elements)", ylabel="HBM accesses (elements)", title=f"N = {n}")
-    _legend_below(fig, ax, ncol=3)
+    legend_below(fig, ax, ncol=3, frameon=True)
     return fig
 
 
@@ -240,7 +234,7 @@ def io_constant_figure(ns, standard_ratio, flash_ratio):
     ax.semilogx(ns, fa, "s-", label="flash / (N²d²/M)")
     ax.set(xlabel="N", ylabel="count ÷ Theorem 2 bound", ylim=(0, None))
     _log_ticks(ax, ns)
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2, frameon=True)
     return fig
 
 
@@ -267,7 +261,7 @@ def intensity_figure(ns, standard, each_once, flash: dict, ridges: dict, head_di
         ax.axhline(ridges[name], color=colour, ls=":", lw=1.2)
     _log_ticks(ax, ns[::2] if ns.size > 4 else ns)
     ax.set(xlabel="N", ylabel="FLOP per HBM byte (fp16)", title=f"d = {head_dim}")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2, frameon=True)
     return fig
 
 

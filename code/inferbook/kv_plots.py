@@ -25,6 +25,7 @@ import math
 
 from . import validate
 from .notebook import COLUMN_WIDTH_IN
+from .validate import finite_floats
 
 __all__ = [
     "roofline_figure", "cache_layout_figure", "step_time_figure", "bench_step_figure",
@@ -33,14 +34,6 @@ __all__ = [
 ]
 
 W = COLUMN_WIDTH_IN
-
-
-def _numbers(name: str, values, minimum: float | None = None) -> list[float]:
-    """Return `values` as a non-empty list of finite floats (each >= minimum); raise otherwise."""
-    values = validate.items(name, values)
-    if not values:
-        raise ValueError(f"{name} must not be empty")
-    return [validate.finite_float(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values)]
 
 
 def _labels(name: str, labels, n: int) -> list[str]:
@@ -72,7 +65,7 @@ def roofline_figure(gpus, points, title: str = "Llama-2-7B passes on the H100 ro
     if not gpus or not all(isinstance(g, GPU) and g.fp16_tensor_flops for g in gpus):
         raise ValueError("gpus must be hardware.GPU presets with a published FP16 tensor peak")
     points = validate.items("points", points)
-    lo, hi = _numbers("intensity_range", intensity_range, minimum=1e-12)
+    lo, hi = finite_floats("intensity_range", intensity_range, minimum=1e-12)
     if not lo < hi:
         raise ValueError(f"intensity_range must rise, got {intensity_range!r}")
     fig, ax = plt.subplots(figsize=(W, 4.2), layout="constrained")
@@ -154,7 +147,7 @@ def step_time_figure(positions, step_ms: dict, repeats: int,
     import matplotlib.pyplot as plt
     import numpy as np
 
-    positions = _numbers("positions", positions)
+    positions = finite_floats("positions", positions)
     validate.positive_int("repeats", repeats)
     if not isinstance(step_ms, dict) or not step_ms:
         raise ValueError("step_ms must be a non-empty dict: decoder -> [run][step] times in ms")
@@ -188,7 +181,8 @@ def bench_step_figure(per_step_ms: dict, labels: dict | None = None,
 
     if not isinstance(per_step_ms, dict) or not per_step_ms:
         raise ValueError("per_step_ms must be a non-empty dict: decoder -> ms per token")
-    series = {k: _numbers(f"per_step_ms[{k!r}]", v, minimum=1e-12) for k, v in per_step_ms.items()}
+    series = {k: finite_floats(f"per_step_ms[{k!r}]", v, minimum=1e-12)
+              for k, v in per_step_ms.items()}
     if len({len(v) for v in series.values()}) != 1:
         raise ValueError("per_step_ms: every decoder must have the same number of tokens")
     labels = labels or {}
@@ -264,7 +258,7 @@ def variants_figure(labels, gb, title: str = "Llama-3.1-70B's shape, four attent
     label at the top, each bar with its value."""
     import matplotlib.pyplot as plt
 
-    gb = _numbers("gb", gb, minimum=0.0)
+    gb = finite_floats("gb", gb, minimum=0.0)
     labels = _labels("labels", labels, len(gb))
     fig, ax = plt.subplots(figsize=(W, 3.2), layout="constrained")
     colours = ["tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:green", "tab:brown"]
@@ -293,13 +287,13 @@ def kv_vs_context_figure(curves, gpu_lines=(), title: str = "KV cache of one seq
     ax = fig.add_subplot()
     styles = ["-", "--", "-.", ":"]
     for i, (label, xs, ys) in enumerate(curves):
-        xs = _numbers(f"curves[{i}] contexts", xs, minimum=1e-12)
-        ys = _numbers(f"curves[{i}] GB", ys, minimum=1e-12)
+        xs = finite_floats(f"curves[{i}] contexts", xs, minimum=1e-12)
+        ys = finite_floats(f"curves[{i}] GB", ys, minimum=1e-12)
         if len(xs) != len(ys):
             raise ValueError(f"curves[{i}]: {len(xs)} contexts but {len(ys)} sizes")
         ax.loglog(xs, ys, ls=styles[i % 4], color=f"C{i if i < 7 else i + 1}",  # C7 is grey
                   lw=2, label=label)
-    x_text = min(min(_numbers("x", c[1])) for c in curves) * 1.1
+    x_text = min(min(finite_floats("x", c[1])) for c in curves) * 1.1
     for label, gb in gpu_lines:
         gb = validate.positive_float("gpu_lines GB", gb)
         ax.axhline(gb, color="grey", ls=":", lw=1)
@@ -319,7 +313,7 @@ def crossover_figure(labels, sequences,
     cache as heavy as its weights, each bar with its value."""
     import matplotlib.pyplot as plt
 
-    sequences = _numbers("sequences", sequences, minimum=1e-12)
+    sequences = finite_floats("sequences", sequences, minimum=1e-12)
     labels = _labels("labels", labels, len(sequences))
     fig, ax = plt.subplots(figsize=(W, 1.6 + 0.32 * len(labels)), layout="constrained")
     ax.barh(labels, sequences, color="tab:blue")

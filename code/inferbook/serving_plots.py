@@ -21,27 +21,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from . import validate
+from .notebook import legend_below, plain_log_ticks
+from .validate import finite_floats
 
 __all__ = ["cpu_check", "vllm_serve_check", "stall_by_prompt", "latency_knee",
            "disaggregation_schematic", "slo_attainment"]
 
 WIDTH_IN = 5.6   # notebook.COLUMN_WIDTH_IN (not imported: notebook pulls in IPython's world)
 MEASURED, SIMULATED = "C0", "C1"
-
-
-def _numbers(name: str, values, length: int | None = None, positive: bool = False) -> list[float]:
-    """Return `values` as a list of finite floats, refusing an empty or mismatched series."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise validate.ArgumentTypeError(f"{name} must be a sequence of numbers; got "
-                                         f"{type(values).__name__}")
-    out = [validate.finite_float(f"{name}[{i}]", v) for i, v in enumerate(values)]
-    if not out:
-        raise ValueError(f"{name} is empty: nothing to draw")
-    if length is not None and len(out) != length:
-        raise ValueError(f"{name} has {len(out)} values; expected {length} (one per x value)")
-    if positive and min(out) <= 0:
-        raise ValueError(f"{name} must be positive on a log scale; got {min(out):g}")
-    return out
 
 
 def _rows(name: str, rows, keys: Sequence[str]) -> list[Mapping]:
@@ -59,25 +46,6 @@ def _rows(name: str, rows, keys: Sequence[str]) -> list[Mapping]:
     return rows
 
 
-def _plain_log_ticks(axis) -> None:
-    """Label a log `axis` with plain numbers (1,000 and 0.01, not 10³ or 10⁻²): a power's
-    superscript is set smaller than the book's smallest text."""
-    from matplotlib.ticker import LogFormatter
-
-    class Plain(LogFormatter):
-        def _num_to_string(self, x, vmin, vmax):
-            return f"{x:,.0f}" if x >= 1 else f"{x:g}"
-
-    axis.set_major_formatter(Plain())
-    axis.set_minor_formatter(Plain(minor_thresholds=(2, 0.5)))
-
-
-def _legend_below(fig, ax, ncol: int = 2) -> None:
-    """Put `ax`'s legend under the figure, outside every axes (constrained layout)."""
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
-
-
 def cpu_check(rows: Sequence[Mapping]):
     """Return three panels against the arrival rate, stacked: output throughput, TTFT and
     TPOT, the CPU engine measured (blue: median of runs, band from minimum to maximum) and
@@ -90,7 +58,7 @@ def cpu_check(rows: Sequence[Mapping]):
     from matplotlib.patches import Patch
 
     rows = _rows("rows", rows, ("rate_req_s", "measured", "measured_min_max", "simulated"))
-    rates = _numbers("rate_req_s", [r["rate_req_s"] for r in rows])
+    rates = finite_floats("rate_req_s", [r["rate_req_s"] for r in rows])
     fig, axes = plt.subplots(3, 1, figsize=(WIDTH_IN, 8.6), sharex=True, layout="constrained")
     panels = [("throughput_tok_s", "tokens / CPU s", 1, (None,)),
               ("ttft", "TTFT (ms)", 1e3, (50, 90)), ("tpot", "TPOT (ms)", 1e3, (50, 90))]
@@ -130,8 +98,8 @@ def vllm_serve_check(rows: Sequence[Mapping], fit_rates: Sequence[float]):
 
     keys = [f"{m}_p{q}_s" for m in ("ttft", "tpot") for q in (50, 90)]
     rows = _rows("rows", rows, ["rate", *keys])
-    x = _numbers("rate", [r["rate"] for r in rows])
-    fit_rates = _numbers("fit_rates", fit_rates)
+    x = finite_floats("rate", [r["rate"] for r in rows])
+    fit_rates = finite_floats("fit_rates", fit_rates)
     fig, axes = plt.subplots(2, 1, figsize=(WIDTH_IN, 6.8), sharex=True, layout="constrained")
     for ax, m in zip(axes, ("ttft", "tpot")):
         for q, style in ((50, "-"), (90, "--")):
@@ -146,7 +114,7 @@ def vllm_serve_check(rows: Sequence[Mapping], fit_rates: Sequence[float]):
         for rate in fit_rates:
             ax.axvline(rate, color="0.6", lw=0.8, ls=":")
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis)
+        plain_log_ticks(ax.yaxis)
         ax.set_ylabel(f"{m.upper()} (ms)")
     axes[-1].set_xlabel("request rate (requests/s)")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -162,19 +130,20 @@ def stall_by_prompt(lengths: Sequence[int], itl_p99_ms: Mapping[str, Sequence[fl
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullLocator
 
-    lengths = _numbers("lengths", lengths, positive=True)
+    lengths = finite_floats("lengths", lengths, positive=True)
     if not itl_p99_ms:
         raise ValueError("itl_p99_ms is empty: nothing to draw")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.4), layout="constrained")
     for label, values in itl_p99_ms.items():
-        ax.plot(lengths, _numbers(f"itl_p99_ms[{label!r}]", values, len(lengths)), "o-",
+        p99 = finite_floats(f"itl_p99_ms[{label!r}]", values, length=len(lengths))
+        ax.plot(lengths, p99, "o-",
                 label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [f"{n:,.0f}" for n in lengths])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("ITL p99 (ms)")
-    _legend_below(fig, ax, ncol=1)
+    legend_below(fig, ax, ncol=1)
     return fig
 
 
@@ -185,25 +154,27 @@ def latency_knee(rates: Sequence[float], curves: Mapping[str, tuple]):
     value per rate."""
     import matplotlib.pyplot as plt
 
-    rates = _numbers("rates", rates)
+    rates = finite_floats("rates", rates)
     if not curves:
         raise ValueError("curves is empty: nothing to draw")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(WIDTH_IN, 7.0), layout="constrained")
     for name, series in curves.items():
         if len(series) != 3:
             raise ValueError(f"curves[{name!r}] must be (throughput, p90 TTFT, p90 TPOT)")
-        tput = _numbers(f"throughput of {name!r}", series[0], len(rates))
-        top.plot(tput, _numbers(f"p90 TTFT of {name!r}", series[1], len(rates), True), "o-",
+        tput = finite_floats(f"throughput of {name!r}", series[0], length=len(rates))
+        ttft = finite_floats(f"p90 TTFT of {name!r}", series[1], length=len(rates), positive=True)
+        top.plot(tput, ttft, "o-",
                  label=name)
-        bottom.plot(rates, _numbers(f"p90 TPOT of {name!r}", series[2], len(rates)), "o-",
+        tpot = finite_floats(f"p90 TPOT of {name!r}", series[2], length=len(rates))
+        bottom.plot(rates, tpot, "o-",
                     label=name)
     top.set_xlabel("output tokens / s")
     top.set_ylabel("p90 TTFT (s)")
     top.set_yscale("log")
-    _plain_log_ticks(top.yaxis)
+    plain_log_ticks(top.yaxis)
     bottom.set_xlabel("arrival rate (requests / s)")
     bottom.set_ylabel("p90 TPOT (ms)")
-    _legend_below(fig, top, ncol=len(curves) if len(curves) <= 2 else 2)
+    legend_below(fig, top, ncol=len(curves) if len(curves) <= 2 else 2)
     return fig
 
 
@@ -249,18 +220,18 @@ def slo_attainment(rates: Sequence[float], attainment: Mapping[str, Sequence[flo
     `threshold`, the attainment that defines the knee."""
     import matplotlib.pyplot as plt
 
-    rates = _numbers("rates", rates)
+    rates = finite_floats("rates", rates)
     threshold = validate.finite_float("threshold", threshold, 0.0, 1.0)
     if not attainment:
         raise ValueError("attainment is empty: nothing to draw")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.4), layout="constrained")
     for name, fractions in attainment.items():
-        values = _numbers(f"attainment[{name!r}]", fractions, len(rates))
+        values = finite_floats(f"attainment[{name!r}]", fractions, length=len(rates))
         if min(values) < 0 or max(values) > 1:
             raise ValueError(f"attainment[{name!r}] must be fractions in [0, 1]")
         ax.plot(rates, [100 * v for v in values], "o-", label=name)
     ax.axhline(100 * threshold, color="gray", ls=":")
     ax.set_xlabel("arrival rate (requests / s)")
     ax.set_ylabel("requests meeting the SLO (%)")
-    _legend_below(fig, ax, ncol=len(attainment) if len(attainment) <= 4 else 2)
+    legend_below(fig, ax, ncol=len(attainment) if len(attainment) <= 4 else 2)
     return fig

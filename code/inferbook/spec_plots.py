@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from . import validate
+from .notebook import legend_below, plain_log_ticks
+from .validate import finite_floats
 
 __all__ = ["speculative_rounds", "tv_against_samples", "tokens_per_pass", "pass_costs",
            "speedup_by_draft_length", "speedup_by_batch"]
@@ -29,40 +31,6 @@ WIDTH_IN = 5.6   # notebook.COLUMN_WIDTH_IN (not imported: notebook pulls in IPy
 # The schematic's colours: light fills, so black text reads on every box.
 COLOURS = {"prefix": "#d9d9d9", "draft": "#9ecae1", "accept": "#74c476", "reject": "#fb6a4a",
            "target": "#fdae6b", "skip": "#f0f0f0"}
-
-
-def _numbers(name: str, values, length: int | None = None, positive: bool = False) -> list[float]:
-    """Return `values` as a list of finite floats, refusing an empty or mismatched series."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise validate.ArgumentTypeError(f"{name} must be a sequence of numbers; got "
-                                         f"{type(values).__name__}")
-    out = [validate.finite_float(f"{name}[{i}]", v) for i, v in enumerate(values)]
-    if not out:
-        raise ValueError(f"{name} is empty: nothing to draw")
-    if length is not None and len(out) != length:
-        raise ValueError(f"{name} has {len(out)} values; expected {length} (one per x value)")
-    if positive and min(out) <= 0:
-        raise ValueError(f"{name} must be positive on a log scale; got {min(out):g}")
-    return out
-
-
-def _plain_log_ticks(axis) -> None:
-    """Label a log `axis` with plain numbers (1,000 and 0.01, not 10³ or 10⁻²): a power's
-    superscript is set smaller than the book's smallest text."""
-    from matplotlib.ticker import LogFormatter
-
-    class Plain(LogFormatter):
-        def _num_to_string(self, x, vmin, vmax):
-            return f"{x:,.0f}" if x >= 1 else f"{x:g}"
-
-    axis.set_major_formatter(Plain())
-    axis.set_minor_formatter(Plain(minor_thresholds=(2, 0.5)))
-
-
-def _legend_below(fig, ax, ncol: int = 1) -> None:
-    """Put `ax`'s legend under the figure, outside every axes (constrained layout)."""
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
 
 
 def speculative_rounds(prefix: Sequence[str], drafts: Sequence[str],
@@ -134,17 +102,18 @@ def tv_against_samples(sizes: Sequence[int], curves: Mapping[str, Sequence[float
     drawn from the exact distribution itself (the floor sampling noise sets), dashed."""
     import matplotlib.pyplot as plt
 
-    sizes = _numbers("sizes", sizes, positive=True)
+    sizes = finite_floats("sizes", sizes, positive=True)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.6), layout="constrained")
     for name, tvs in curves.items():
-        ax.loglog(sizes, _numbers(f"curves[{name!r}]", tvs, len(sizes), True), "o-", label=name)
-    ax.loglog(sizes, _numbers("noise", noise, len(sizes), True), "k--",
+        tv = finite_floats(f"curves[{name!r}]", tvs, length=len(sizes), positive=True)
+        ax.loglog(sizes, tv, "o-", label=name)
+    ax.loglog(sizes, finite_floats("noise", noise, length=len(sizes), positive=True), "k--",
               label="exact i.i.d. samples (noise floor)")
-    _plain_log_ticks(ax.xaxis)
-    _plain_log_ticks(ax.yaxis)
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     ax.set_xlabel("samples N")
     ax.set_ylabel("TV distance to the target")
-    _legend_below(fig, ax, ncol=1)
+    legend_below(fig, ax, ncol=1)
     return fig
 
 
@@ -156,21 +125,22 @@ def tokens_per_pass(ks: Sequence[int], measured: Sequence[float], band_low: Sequ
     each k's own alpha (`band_low`..`band_high`), and k + 1, every draft accepted (dotted)."""
     import matplotlib.pyplot as plt
 
-    ks = _numbers("ks", ks)
-    grid = _numbers("grid", grid)
+    ks = finite_floats("ks", ks)
+    grid = finite_floats("grid", grid)
     alpha = validate.finite_float("alpha", alpha, 0.0, 1.0)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.8), layout="constrained")
-    ax.plot(ks, _numbers("measured", measured, len(ks)), "o", label="measured (mean over rounds)")
-    ax.plot(grid, _numbers("formula", formula, len(grid)), "-",
+    ax.plot(ks, finite_floats("measured", measured, length=len(ks)), "o",
+            label="measured (mean over rounds)")
+    ax.plot(grid, finite_floats("formula", formula, length=len(grid)), "-",
             label=f"formula, alpha = {alpha:.2f}")
-    ax.fill_between(ks, _numbers("band_low", band_low, len(ks)),
-                    _numbers("band_high", band_high, len(ks)), alpha=0.2,
+    ax.fill_between(ks, finite_floats("band_low", band_low, length=len(ks)),
+                    finite_floats("band_high", band_high, length=len(ks)), alpha=0.2,
                     label="formula with each k's alpha, ±10%")
     ax.plot(grid, [g + 1 for g in grid], ":", color="gray", label="k + 1 (every draft accepted)")
     ax.set_ylim(0, 5)
     ax.set_xlabel("draft length k")
     ax.set_ylabel("tokens per target pass")
-    _legend_below(fig, ax, ncol=1)
+    legend_below(fig, ax, ncol=1)
     return fig
 
 
@@ -182,27 +152,27 @@ def pass_costs(n_tokens: Sequence[int], median_ms: Sequence[float], low_ms: Sequ
     dashed) and the draft's one-token pass, `draft_ms` (dotted)."""
     import matplotlib.pyplot as plt
 
-    n_tokens = _numbers("n_tokens", n_tokens)
-    median_ms = _numbers("median_ms", median_ms, len(n_tokens))
-    low = _numbers("low_ms", low_ms, len(n_tokens))
-    high = _numbers("high_ms", high_ms, len(n_tokens))
+    n_tokens = finite_floats("n_tokens", n_tokens)
+    median_ms = finite_floats("median_ms", median_ms, length=len(n_tokens))
+    low = finite_floats("low_ms", low_ms, length=len(n_tokens))
+    high = finite_floats("high_ms", high_ms, length=len(n_tokens))
     if any(lo > m or m > hi for lo, m, hi in zip(low, median_ms, high)):
         raise ValueError("every median must lie between its low_ms and high_ms")
-    fit_n = _numbers("fit_n", fit_n)
+    fit_n = finite_floats("fit_n", fit_n)
     rounds = validate.positive_int("rounds", rounds)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.6), layout="constrained")
     ax.errorbar(n_tokens, median_ms, fmt="o", color="C0", capsize=3,
                 yerr=[[m - lo for m, lo in zip(median_ms, low)],
                       [hi - m for m, hi in zip(median_ms, high)]],
                 label=f"median of {rounds} rounds (bars: min to max)")
-    ax.plot(fit_n, _numbers("fit_ms", fit_ms, len(fit_n)), "--", color="C1",
+    ax.plot(fit_n, finite_floats("fit_ms", fit_ms, length=len(fit_n)), "--", color="C1",
             label="least-squares line, n >= 2")
     ax.axhline(validate.finite_float("draft_ms", draft_ms, 0.0), color="C2", ls=":",
                label="draft, 1 token")
     ax.set_xlabel("tokens in the target's pass (n)")
     ax.set_ylabel("CPU ms per pass")
     ax.set_ylim(0, None)
-    _legend_below(fig, ax, ncol=1)
+    legend_below(fig, ax, ncol=1)
     return fig
 
 
@@ -220,15 +190,17 @@ def speedup_by_draft_length(by_temperature: Mapping[str, tuple]):
         if len(series) != 3:
             raise ValueError(f"by_temperature[{temperature!r}] must be (ks, measured, "
                              "predicted)")
-        ks = _numbers(f"ks at T = {temperature}", series[0])
-        (line,) = ax.plot(ks, _numbers(f"measured at T = {temperature}", series[1], len(ks)),
+        ks = finite_floats(f"ks at T = {temperature}", series[0])
+        measured = finite_floats(f"measured at T = {temperature}", series[1], length=len(ks))
+        (line,) = ax.plot(ks, measured,
                           "o-", label=f"measured, T = {temperature}")
-        ax.plot(ks, _numbers(f"predicted at T = {temperature}", series[2], len(ks)), "--",
+        predicted = finite_floats(f"predicted at T = {temperature}", series[2], length=len(ks))
+        ax.plot(ks, predicted, "--",
                 color=line.get_color(), label=f"predicted, T = {temperature}")
     ax.axhline(1, color="gray", lw=1)
     ax.set_xlabel("draft length k")
     ax.set_ylabel("speedup over target only")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2)
     return fig
 
 
@@ -245,12 +217,13 @@ def speedup_by_batch(curves: Mapping[str, tuple]):
     for i, (label, series) in enumerate(curves.items()):
         if len(series) != 2:
             raise ValueError(f"curves[{label!r}] must be (batches, speedups)")
-        batches = _numbers(f"batches of {label!r}", series[0], positive=True)
-        ax.semilogx(batches, _numbers(f"speedups of {label!r}", series[1], len(batches)),
+        batches = finite_floats(f"batches of {label!r}", series[0], positive=True)
+        speedups = finite_floats(f"speedups of {label!r}", series[1], length=len(batches))
+        ax.semilogx(batches, speedups,
                     styles[i % len(styles)], label=label)
     ax.axhline(1, color="gray", lw=1)
-    _plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.xaxis)
     ax.set_xlabel("batch size (sequences decoding together)")
     ax.set_ylabel("modelled speedup")
-    _legend_below(fig, ax, ncol=2)
+    legend_below(fig, ax, ncol=2)
     return fig

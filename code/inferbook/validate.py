@@ -192,6 +192,22 @@ def items(name: str, values) -> list:
     return list(values)
 
 
+def finite_floats(name: str, values, *, length: int | None = None, minimum: float | None = None,
+                  positive: bool = False) -> list[float]:
+    """Return `values` (a sequence, not a string) as a non-empty list of finite floats, each
+    >= `minimum` and, with `positive`, above 0 (a log axis); `length`: exactly that many."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be a sequence of numbers; got {type(values).__name__}")
+    out = [finite_float(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values)]
+    if not out:
+        raise ValueError(f"{name} is empty: nothing to draw")
+    if length is not None and len(out) != length:
+        raise ValueError(f"{name} has {len(out)} values; expected {length} (one per x value)")
+    if positive and min(out) <= 0:
+        raise ValueError(f"{name} must be positive on a log scale; got {min(out):g}")
+    return out
+
+
 def device(name: str, value) -> "torch.device":
     """Return `value` as a torch.device; raise unless it names a device torch knows."""
     import torch
