@@ -398,7 +398,7 @@ def test_the_out_of_scope_list_is_tried_once(tmp_path):
             "import sys, timeit\nseen = []\ntimeit.Timer('seen.append(sys._getframe(3))', "
             "globals={'sys': sys, 'seen': seen}).timeit(1)\n" + right, False, "sys._getframe"),
         "a copy of the package's source outside the book": (
-            "import pathlib\nns = {'_spec': lambda spec: spec, 'ModelSpec': object}\n"
+            "import pathlib\nns = {'_spec': lambda spec: spec, '_resolved': lambda spec: spec, 'ModelSpec': object}\n"
             f"exec(compile(pathlib.Path({str(copy)!r}).read_text(), 'kv_copy.py', 'exec'), ns)\n\n"
             "def my_bytes_per_token_per_layer(spec, bytes_per_value):\n"
             "    return ns['kv_values_per_token_per_layer'](spec) * bytes_per_value\n", True, ""),
