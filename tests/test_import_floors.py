@@ -192,8 +192,7 @@ def test_the_owner_check_sees_a_passed_on_name():
 # shrink (their files have other owners): tests/test_kernel_checks.py should read
 # `triton_flash.flash_forward_kernel` and a public tile helper; notebook 04 the tile helper.
 PRIVATE_REACH = {
-    "tests/test_kernel_checks.py": {"triton_flash._attend_kv_tiles",
-                                    "triton_flash._flash_forward_kernel"},
+    "tests/test_kernel_checks.py": {"triton_flash._attend_kv_tiles"},
     "notebooks/04_flash_attention_triton.ipynb": {"triton_flash._attend_kv_tiles"},
     # the grader's walls asked directly (grading's owner: a public `ask`/seed name, or the test
     # moved to tests/test_grading.py)

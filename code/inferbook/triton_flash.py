@@ -185,10 +185,6 @@ def flash_forward_kernel(
     tl.store(LSE + pid_bh * n_q + offs_m, lse, mask=m_ok)
 
 
-# The name chapter 4 and tests/test_kernel_checks.py still read; new code imports the public one.
-_flash_forward_kernel = flash_forward_kernel
-
-
 def kv_tile_schedule(pid_m: int, n_q: int, n_kv: int, block_m: int, block_n: int,
                      causal: bool) -> tuple[int, int]:
     """Return (full_end, masked_end): the kernel's K/V range split for Q tile `pid_m`.

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import triton
 
     path = write_result(Path(args.out) / "flash_forward_aot.json",
-                        {"kernel": "inferbook.triton_flash._flash_forward_kernel",
+                        {"kernel": "inferbook.triton_flash.flash_forward_kernel",
                          "triton": triton.__version__, "rows": table},
                         argv=[__file__, *(argv or [])])
     print(f"wrote {path}")
